@@ -3,6 +3,6 @@ module github.com/gorun-dev/gorun
 go 1.26.8
 
 require (
-	github.com/klauspost/cpuid/v2 v2.4.2 // indirect
-	golang.org/x/sys v0.49.0 // indirect
+	github.com/klauspost/cpuid/v2 v2.4.2
+	golang.org/x/sys v0.49.0
 )

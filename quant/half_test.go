@@ -32,14 +32,14 @@ func TestF32ToF16Rounding(t *testing.T) {
 		{1, 0x3c00},
 		{-2, 0xc000},
 		{65504, 0x7bff},
-		{65520, 0x7c00},            // rounds up to infinity
-		{65519.996, 0x7bff},        // just below the tie
-		{1 + 1.0/2048, 0x3c00},     // tie, even stays
-		{1 + 3.0/2048, 0x3c02},     // tie, odd rounds up
-		{5.9604645e-08, 0x0001},    // smallest subnormal
-		{2.9802322e-08, 0x0000},    // half of it: tie to even (zero)
-		{4.4703484e-08, 0x0001},    // 0.75 of it rounds up
-		{6.097555e-05, 0x03ff},     // largest subnormal
+		{65520, 0x7c00},         // rounds up to infinity
+		{65519.996, 0x7bff},     // just below the tie
+		{1 + 1.0/2048, 0x3c00},  // tie, even stays
+		{1 + 3.0/2048, 0x3c02},  // tie, odd rounds up
+		{5.9604645e-08, 0x0001}, // smallest subnormal
+		{2.9802322e-08, 0x0000}, // half of it: tie to even (zero)
+		{4.4703484e-08, 0x0001}, // 0.75 of it rounds up
+		{6.097555e-05, 0x03ff},  // largest subnormal
 		{float32(math.Inf(-1)), 0xfc00},
 		{1e-10, 0},
 	}

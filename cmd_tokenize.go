@@ -1,0 +1,63 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/gorun-dev/gorun/llm"
+	"github.com/gorun-dev/gorun/tokenizer"
+)
+
+func cmdTokenize(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("tokenize", "gorun tokenize -m MODEL.gguf -p TEXT [--ids]: print the tokens of a text", stderr)
+	model := fs.String("m", "", "model `FILE` (GGUF; only its vocabulary is read)")
+	fs.StringVar(model, "model", "", "same as -m")
+	text := fs.String("p", "", "`text` to tokenize")
+	fs.StringVar(text, "prompt", "", "same as -p")
+	file := fs.String("f", "", "read the text from `FILE`")
+	ids := fs.Bool("ids", false, "print only the ids, as one JSON array")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(pos) > 0:
+		return usageError(fs, stderr, "unexpected argument %q", pos[0])
+	case *model == "":
+		return usageError(fs, stderr, "no model: use -m FILE")
+	case *file != "" && *text != "":
+		return usageError(fs, stderr, "use -p or -f, not both")
+	}
+	if *file != "" {
+		b, err := os.ReadFile(*file)
+		if err != nil {
+			return err
+		}
+		*text = string(b)
+	}
+	tok, err := llm.LoadTokenizer(*model)
+	if err != nil {
+		return err
+	}
+	toks := tok.Encode(*text)
+	if *ids {
+		if toks == nil {
+			toks = []int32{}
+		}
+		b, _ := json.Marshal(toks)
+		fmt.Fprintln(stdout, string(b))
+		return nil
+	}
+	for _, id := range toks {
+		fmt.Fprintf(stdout, "%6d -> '%s'\n", id, printable(tok, id))
+	}
+	return nil
+}
+
+// printable shows a token's bytes, escaping what would not print.
+func printable(tok *tokenizer.Tokenizer, id int32) string {
+	q := fmt.Sprintf("%q", tok.TokenBytes(id))
+	return q[1 : len(q)-1]
+}

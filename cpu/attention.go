@@ -1,0 +1,86 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/gorun-dev/gorun/graph"
+	"github.com/gorun-dev/gorun/quant"
+)
+
+// attention computes causal softmax attention for every (query row, head) pair; threads claim
+// pairs from a shared counter.
+func (b *Backend) attention(idx int, n *graph.Tensor, ith int) {
+	q, k, v, pos := n.Src[0], n.Src[1], n.Src[2], n.Src[3].I32()
+	heads := n.IParams[0]
+	D := q.Ne[0] / heads
+	scale := n.FParams[0]
+	tasks := q.NRows() * heads
+	s := &b.scratch[ith]
+	ctr := &b.chunks[idx]
+	for {
+		task := int(ctr.Add(1) - 1)
+		if task >= tasks {
+			return
+		}
+		i, h := task/heads, task%heads
+		p := int(pos[i])
+		if p < 0 || p >= k.Ne[1] {
+			b.fail(fmt.Errorf("attention: position %d outside the cache of %d", p, k.Ne[1]))
+			continue
+		}
+		qh := q.F32Row(i)[h*D : (h+1)*D]
+		out := n.F32Row(i)[h*D : (h+1)*D]
+		scores := s.scores[:p+1]
+		attendHead(out, qh, k, v, h*D, scores, scale)
+	}
+}
+
+// attendHead computes softmax(q·k_j * scale) over cache rows j < len(scores) and the weighted
+// sum of the v rows, for the head slice starting at element off.
+func attendHead(out, qh []float32, k, v *graph.Tensor, off int, scores []float32, scale float32) {
+	D := len(qh)
+	mx := float32(math.Inf(-1))
+	for j := range scores {
+		sc := dotCache(qh, k, j, off) * scale
+		scores[j] = sc
+		mx = max(mx, sc)
+	}
+	var sum float64
+	for j, sc := range scores {
+		e := math.Exp(float64(sc - mx))
+		scores[j] = float32(e)
+		sum += e
+	}
+	inv := float32(1 / sum)
+	clear(out)
+	for j, p := range scores {
+		axpyCache(out, p*inv, v, j, off, D)
+	}
+}
+
+func dotCache(qh []float32, k *graph.Tensor, j, off int) float32 {
+	if k.Type == quant.F32 {
+		return quant.DotF32(qh, k.F32Row(j)[off:off+len(qh)])
+	}
+	h := quant.AsU16(k.Row(j))[off : off+len(qh)]
+	var s float32
+	for i, x := range h {
+		s += quant.F16ToF32(x) * qh[i]
+	}
+	return s
+}
+
+func axpyCache(out []float32, a float32, v *graph.Tensor, j, off, D int) {
+	if v.Type == quant.F32 {
+		vr := v.F32Row(j)[off : off+D]
+		for i := range out {
+			out[i] += a * vr[i]
+		}
+		return
+	}
+	h := quant.AsU16(v.Row(j))[off : off+D]
+	for i := range out {
+		out[i] += a * quant.F16ToF32(h[i])
+	}
+}

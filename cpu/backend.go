@@ -1,0 +1,207 @@
+// Package cpu is gorun's CPU backend: it executes graphs on host memory with a persistent pool
+// of threads. Every thread walks the same node list; each node's work is split among the
+// threads, and a barrier separates nodes (ggml's execution model).
+package cpu
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/gorun-dev/gorun/graph"
+	"github.com/gorun-dev/gorun/quant"
+)
+
+// Backend computes graphs on the CPU.
+type Backend struct {
+	threads int
+	pool    *pool
+	bar     barrier
+
+	g       *graph.Graph
+	chunks  []atomic.Int64 // per-node work counters, for ops split dynamically
+	scratch []threadScratch
+
+	errMu sync.Mutex
+	err   error
+}
+
+// threadScratch is per-thread working memory, grown (rarely) before a Compute, never during.
+type threadScratch struct {
+	tile   []float32 // dequantized weight rows for batched matmul
+	scores []float32 // attention scores of one query
+}
+
+// New starts a backend with the given number of threads (<= 0: one per physical core).
+func New(threads int) *Backend {
+	if threads <= 0 {
+		threads = DefaultThreads()
+	}
+	b := &Backend{threads: threads, pool: newPool(threads), scratch: make([]threadScratch, threads)}
+	b.bar.n = int32(threads)
+	return b
+}
+
+// DefaultThreads is the number of threads used when none is asked for.
+func DefaultThreads() int { return max(1, physicalCores()) }
+
+// Threads is the number of threads the backend runs.
+func (b *Backend) Threads() int { return b.threads }
+
+func (b *Backend) Name() string { return "cpu" }
+
+func (b *Backend) Alloc(size int) (*graph.Buffer, error) {
+	if size < 0 {
+		return nil, fmt.Errorf("cpu: negative allocation %d", size)
+	}
+	return &graph.Buffer{Host: alignedBytes(size), Size: size}, nil
+}
+
+// alignedBytes returns zeroed memory whose start is aligned to graph.Alignment, so float32 and
+// SIMD loads of tensors placed at aligned offsets are aligned too.
+func alignedBytes(size int) []byte {
+	raw := make([]byte, size+graph.Alignment)
+	off := 0
+	if r := int(uintptrOf(raw)) % graph.Alignment; r != 0 {
+		off = graph.Alignment - r
+	}
+	return raw[off : off+size : off+size]
+}
+
+func (b *Backend) Weights(host []byte) (*graph.Buffer, error) {
+	return &graph.Buffer{Host: host, Size: len(host)}, nil
+}
+
+func (b *Backend) Write(t *graph.Tensor, src []byte) error {
+	if !t.Contiguous() || len(src) != t.Bytes() {
+		return fmt.Errorf("cpu: write of %d bytes to %q (%d bytes)", len(src), t.Name, t.Bytes())
+	}
+	copy(t.Data(), src)
+	return nil
+}
+
+func (b *Backend) Read(t *graph.Tensor, dst []byte) error {
+	if !t.Contiguous() || len(dst) != t.Bytes() {
+		return fmt.Errorf("cpu: read of %d bytes from %q (%d bytes)", len(dst), t.Name, t.Bytes())
+	}
+	copy(dst, t.Data())
+	return nil
+}
+
+func (b *Backend) Close() error {
+	b.pool.Close()
+	return nil
+}
+
+// Compute runs the graph. It fails before running anything when a node uses a type or op the
+// backend does not support, and after running when a kernel met bad input (such as a token id
+// or position out of range), which leaves that kernel's output unwritten but memory untouched.
+func (b *Backend) Compute(g *graph.Graph) error {
+	if err := b.prepare(g); err != nil {
+		return err
+	}
+	b.g = g
+	b.err = nil
+	b.pool.Run(b)
+	b.g = nil
+	return b.err
+}
+
+// prepare checks the graph and sizes the scratch memory and counters it needs.
+func (b *Backend) prepare(g *graph.Graph) error {
+	if len(b.chunks) < len(g.Nodes) {
+		b.chunks = make([]atomic.Int64, len(g.Nodes))
+	}
+	tile, scores := 0, 0
+	for i, n := range g.Nodes {
+		b.chunks[i].Store(0)
+		if n.Buf == nil {
+			return fmt.Errorf("cpu: node %q (%v) has no memory: graph not bound", n.Name, n.Op)
+		}
+		switch n.Op {
+		case graph.OpMulMat, graph.OpGetRows:
+			if formatTable[n.Src[0].Type] == nil || formatTable[n.Src[0].Type].Dequantize == nil {
+				return fmt.Errorf("cpu: %v of %q: tensor type %v is not supported", n.Op, n.Src[0].Name, n.Src[0].Type)
+			}
+			tile = max(tile, tileRows*n.Src[0].Ne[0])
+		case graph.OpAttention:
+			scores = max(scores, n.Src[1].Ne[1])
+		case graph.OpView, graph.OpAdd, graph.OpMul, graph.OpLayerNorm, graph.OpGELU, graph.OpScale, graph.OpStoreKV, graph.OpCopy:
+		default:
+			return fmt.Errorf("cpu: op %v is not supported", n.Op)
+		}
+	}
+	for i := range b.scratch {
+		s := &b.scratch[i]
+		if len(s.tile) < tile {
+			s.tile = make([]float32, tile)
+		}
+		if len(s.scores) < scores {
+			s.scores = make([]float32, scores)
+		}
+	}
+	return nil
+}
+
+// run is one thread's walk over the graph.
+func (b *Backend) run(ith, nth int) {
+	for i, n := range b.g.Nodes {
+		if n.Op == graph.OpView {
+			continue
+		}
+		b.compute(i, n, ith, nth)
+		b.bar.wait()
+	}
+}
+
+func (b *Backend) compute(idx int, n *graph.Tensor, ith, nth int) {
+	switch n.Op {
+	case graph.OpGetRows:
+		b.getRows(n, ith, nth)
+	case graph.OpAdd:
+		binary(n, ith, nth, addRow)
+	case graph.OpMul:
+		binary(n, ith, nth, mulRow)
+	case graph.OpLayerNorm:
+		layerNorm(n, ith, nth)
+	case graph.OpMulMat:
+		b.mulMat(idx, n, ith)
+	case graph.OpGELU:
+		unary(n, ith, nth, geluRow)
+	case graph.OpScale:
+		scale(n, ith, nth)
+	case graph.OpStoreKV:
+		b.storeKV(n, ith, nth)
+	case graph.OpAttention:
+		b.attention(idx, n, ith)
+	case graph.OpCopy:
+		unary(n, ith, nth, copyRow)
+	}
+}
+
+// fail records the first kernel error of a Compute.
+func (b *Backend) fail(err error) {
+	b.errMu.Lock()
+	if b.err == nil {
+		b.err = err
+	}
+	b.errMu.Unlock()
+}
+
+// formatTable indexes quant formats by type without a map lookup in kernels.
+var formatTable [64]*quant.Format
+
+func init() {
+	for t := range formatTable {
+		if f, err := quant.FormatOf(quant.Type(t)); err == nil {
+			formatTable[t] = f
+		}
+	}
+}
+
+// split returns the share [lo, hi) of n items for thread ith of nth.
+func split(n, ith, nth int) (int, int) {
+	per := (n + nth - 1) / nth
+	lo := min(n, ith*per)
+	return lo, min(n, lo+per)
+}

@@ -1,0 +1,147 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/gorun-dev/gorun/graph"
+	"github.com/gorun-dev/gorun/quant"
+)
+
+// binary applies f to each row of the result with the matching row of Src0 and Src1 (or Src1's
+// only row, broadcast).
+func binary(n *graph.Tensor, ith, nth int, f func(dst, a, b []float32)) {
+	a, bt := n.Src[0], n.Src[1]
+	lo, hi := split(n.NRows(), ith, nth)
+	for r := lo; r < hi; r++ {
+		br := r
+		if bt.NRows() == 1 {
+			br = 0
+		}
+		f(n.F32Row(r), a.F32Row(r), bt.F32Row(br))
+	}
+}
+
+func addRow(dst, a, b []float32) {
+	b = b[:len(dst)]
+	a = a[:len(dst)]
+	for i := range dst {
+		dst[i] = a[i] + b[i]
+	}
+}
+
+func mulRow(dst, a, b []float32) {
+	b = b[:len(dst)]
+	a = a[:len(dst)]
+	for i := range dst {
+		dst[i] = a[i] * b[i]
+	}
+}
+
+func unary(n *graph.Tensor, ith, nth int, f func(dst, x []float32)) {
+	x := n.Src[0]
+	lo, hi := split(n.NRows(), ith, nth)
+	for r := lo; r < hi; r++ {
+		f(n.F32Row(r), x.F32Row(r))
+	}
+}
+
+func copyRow(dst, x []float32) { copy(dst, x) }
+
+// geluRow is GPT-2's GELU (the tanh approximation), evaluated in float64 so the only rounding
+// is the final one.
+func geluRow(dst, x []float32) {
+	const c = 0.7978845608028654 // sqrt(2/pi)
+	x = x[:len(dst)]
+	for i, v := range x {
+		f := float64(v)
+		dst[i] = float32(0.5 * f * (1 + math.Tanh(c*(f+0.044715*f*f*f))))
+	}
+}
+
+func scale(n *graph.Tensor, ith, nth int) {
+	s := n.FParams[0]
+	x := n.Src[0]
+	lo, hi := split(n.NRows(), ith, nth)
+	for r := lo; r < hi; r++ {
+		dst, src := n.F32Row(r), x.F32Row(r)
+		for i := range dst {
+			dst[i] = src[i] * s
+		}
+	}
+}
+
+// layerNorm normalizes rows with mean and variance accumulated in float64.
+func layerNorm(n *graph.Tensor, ith, nth int) {
+	x, w, b := n.Src[0], n.Src[1], n.Src[2]
+	eps := float64(n.FParams[0])
+	var wr, br []float32
+	if w != nil {
+		wr = w.F32Row(0)
+	}
+	if b != nil {
+		br = b.F32Row(0)
+	}
+	lo, hi := split(n.NRows(), ith, nth)
+	for r := lo; r < hi; r++ {
+		src, dst := x.F32Row(r), n.F32Row(r)
+		var sum float64
+		for _, v := range src {
+			sum += float64(v)
+		}
+		mean := sum / float64(len(src))
+		var sq float64
+		for _, v := range src {
+			d := float64(v) - mean
+			sq += d * d
+		}
+		rstd := 1 / math.Sqrt(sq/float64(len(src))+eps)
+		for i, v := range src {
+			y := float32((float64(v) - mean) * rstd)
+			if wr != nil {
+				y *= wr[i]
+			}
+			if br != nil {
+				y += br[i]
+			}
+			dst[i] = y
+		}
+	}
+}
+
+// getRows dequantizes the rows of a table named by int32 ids.
+func (b *Backend) getRows(n *graph.Tensor, ith, nth int) {
+	table, ids := n.Src[0], n.Src[1].I32()
+	f := formatTable[table.Type]
+	lo, hi := split(len(ids), ith, nth)
+	for i := lo; i < hi; i++ {
+		id := int(ids[i])
+		if id < 0 || id >= table.NRows() {
+			b.fail(fmt.Errorf("get_rows: id %d outside %q of %d rows", id, table.Name, table.NRows()))
+			continue
+		}
+		f.Dequantize(n.F32Row(i), table.Row(id))
+	}
+}
+
+// storeKV writes value rows into the cache rows named by the positions.
+func (b *Backend) storeKV(n *graph.Tensor, ith, nth int) {
+	cache, v, pos := n.Src[0], n.Src[1], n.Src[2].I32()
+	lo, hi := split(len(pos), ith, nth)
+	for i := lo; i < hi; i++ {
+		p := int(pos[i])
+		if p < 0 || p >= cache.NRows() {
+			b.fail(fmt.Errorf("store_kv: position %d outside the cache of %d", p, cache.NRows()))
+			continue
+		}
+		src := v.F32Row(i)
+		if cache.Type == quant.F32 {
+			copy(cache.F32Row(p), src)
+			continue
+		}
+		dst := quant.AsU16(cache.Row(p))
+		for j, x := range src {
+			dst[j] = quant.F32ToF16(x)
+		}
+	}
+}

@@ -1,0 +1,147 @@
+package graph
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gorun-dev/gorun/quant"
+)
+
+// A chain of ops reuses memory: the arena holds a few tensors, not all of them.
+func TestPlanReusesMemory(t *testing.T) {
+	ctx := NewContext(64)
+	x := ctx.NewInput("x", quant.F32, 256, 4)
+	y := x
+	for i := 0; i < 20; i++ {
+		y = ctx.GELU(y)
+	}
+	if err := ctx.Err(); err != nil {
+		t.Fatal(err)
+	}
+	g := NewGraph(64)
+	if err := g.Build(y); err != nil {
+		t.Fatal(err)
+	}
+	size, err := g.Plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := 256 * 4 * 4
+	if size > 3*one {
+		t.Errorf("arena %d bytes for a chain of %d-byte tensors: memory is not reused", size, one)
+	}
+}
+
+// For random graphs, no two tensors whose contents are needed at the same time overlap, and
+// inputs and outputs are never overwritten.
+func TestPlanNoLiveOverlap(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	for trial := 0; trial < 200; trial++ {
+		ctx := NewContext(128)
+		var ts []*Tensor
+		for i := 0; i < 3; i++ {
+			ts = append(ts, ctx.NewInput("in", quant.F32, 8*(1+rng.IntN(4)), 2))
+		}
+		for i := 0; i < 40; i++ {
+			a := ts[rng.IntN(len(ts))]
+			var n *Tensor
+			switch rng.IntN(4) {
+			case 0:
+				n = ctx.GELU(a)
+			case 1:
+				n = ctx.Scale(a, 2)
+			case 2:
+				// find a same-width partner
+				b := ts[rng.IntN(len(ts))]
+				if b.Ne[0] != a.Ne[0] || (b.NRows() != 1 && b.NRows() != a.NRows()) {
+					b = a
+				}
+				n = ctx.Add(a, b)
+			case 3:
+				n = ctx.Rows(a, a.NRows()-1, 1)
+			}
+			ts = append(ts, n)
+		}
+		if err := ctx.Err(); err != nil {
+			t.Fatal(err)
+		}
+		outs := []*Tensor{ts[len(ts)-1], ts[len(ts)-5]}
+		g := NewGraph(128)
+		if err := g.Build(outs...); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := g.Plan(); err != nil {
+			t.Fatal(err)
+		}
+		checkNoOverlap(t, g)
+	}
+}
+
+// checkNoOverlap simulates execution: at node i, the memory written (node i) must not overlap
+// any tensor still to be read later (or an input/output).
+func checkNoOverlap(t *testing.T, g *Graph) {
+	t.Helper()
+	last := map[*Tensor]int{}
+	for i, n := range g.Nodes {
+		for _, s := range n.Src {
+			if s != nil {
+				last[s.Base()] = i
+			}
+		}
+	}
+	live := map[*Tensor]bool{}
+	for _, l := range g.Leaves {
+		live[l] = true
+	}
+	for i, n := range g.Nodes {
+		if n.Op == OpView {
+			continue
+		}
+		for o := range live {
+			if o == n {
+				continue
+			}
+			keep := last[o] >= i || o.Flags&(FlagInput|FlagOutput) != 0
+			if keep && n.Off < o.Off+o.Bytes() && o.Off < n.Off+n.Bytes() {
+				t.Fatalf("node %d (%v) at [%d,%d) overlaps live %v at [%d,%d)", i, n.Op, n.Off, n.Off+n.Bytes(), o.Op, o.Off, o.Off+o.Bytes())
+			}
+		}
+		live[n] = true
+	}
+}
+
+func TestContextErrors(t *testing.T) {
+	ctx := NewContext(2)
+	a := ctx.NewTensor(quant.F32, 4)
+	ctx.NewTensor(quant.F32, 4)
+	ctx.GELU(a) // third tensor: pool exhausted
+	if ctx.Err() == nil {
+		t.Error("exhausted pool not reported")
+	}
+	ctx.Reset()
+	ctx.NewTensor(quant.Q4_0, 31)
+	if ctx.Err() == nil {
+		t.Error("row of 31 q4_0 elements accepted")
+	}
+	ctx.Reset()
+	w := ctx.NewTensor(quant.F32, 8, 3)
+	x := ctx.NewTensor(quant.F32, 7, 2)
+	ctx.MulMat(w, x)
+	if ctx.Err() == nil {
+		t.Error("mismatched mul_mat accepted")
+	}
+}
+
+// Building a graph from a reset context allocates nothing on the heap once warm.
+func TestBuildingOpsDoesNotAllocate(t *testing.T) {
+	ctx := NewContext(64)
+	allocs := testing.AllocsPerRun(10, func() {
+		ctx.Reset()
+		x := ctx.NewInput("x", quant.F32, 16, 4)
+		w := ctx.NewTensor(quant.F32, 16, 16)
+		ctx.GELU(ctx.Add(ctx.MulMat(w, x), x))
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per graph build", allocs)
+	}
+}

@@ -1,0 +1,173 @@
+package graph
+
+import "github.com/gorun-dev/gorun/quant"
+
+// Op is the operation a node computes.
+type Op uint8
+
+const (
+	OpNone      Op = iota // a leaf
+	OpView                // aliases part of Src[0]; computes nothing
+	OpGetRows             // Src0 table [K, V] (any type), Src1 ids I32 [N] -> F32 [K, N]
+	OpAdd                 // Src0 [K, N] + Src1 [K, N] or [K, 1] (broadcast over rows)
+	OpMul                 // Src0 [K, N] * Src1 [K, N] or [K, 1]
+	OpLayerNorm           // (x - mean) / sqrt(var + eps) [* Src1 + Src2]; FParams[0] = eps
+	OpMulMat              // Src0 W [K, N] (any type) x Src1 X [K, M] F32 -> [N, M]
+	OpGELU                // GELU, tanh approximation
+	OpScale               // Src0 * FParams[0]
+	OpStoreKV             // writes rows of Src1 [D, N] into cache Src0 [D, C] at rows Src2 (positions I32 [N]); the node is a view of the cache
+	OpAttention           // causal multi-head attention of Src0 q [E, N] over caches Src1 K, Src2 V [E, C] at positions Src3; IParams[0] = heads, FParams[0] = scale
+	OpCopy                // Src0 copied into a packed tensor
+	opCount
+)
+
+var opNames = [...]string{"none", "view", "get_rows", "add", "mul", "layer_norm", "mul_mat", "gelu", "scale", "store_kv", "attention", "copy"}
+
+func (o Op) String() string {
+	if int(o) < len(opNames) {
+		return opNames[o]
+	}
+	return "op?"
+}
+
+// newNode creates the result tensor of an op.
+func (c *Context) newNode(op Op, typ quant.Type, ne []int, src ...*Tensor) *Tensor {
+	t := c.NewTensor(typ, ne...)
+	t.Op = op
+	copy(t.Src[:], src)
+	return t
+}
+
+func (c *Context) checkF32(op Op, ts ...*Tensor) bool {
+	for _, t := range ts {
+		if t.Type != quant.F32 {
+			c.fail("%v: input %q is %v, want f32", op, t.Name, t.Type)
+			return false
+		}
+	}
+	return true
+}
+
+// rowsLike returns the shape (Ne[0], rows) of a tensor treated as a matrix.
+func rowsLike(t *Tensor) []int { return []int{t.Ne[0], t.NRows()} }
+
+func (c *Context) broadcast(op Op, a, b *Tensor) *Tensor {
+	c.checkF32(op, a, b)
+	if a.Ne[0] != b.Ne[0] || (b.NRows() != 1 && b.NRows() != a.NRows()) {
+		c.fail("%v: shapes %v and %v do not broadcast", op, a.Ne, b.Ne)
+	}
+	return c.newNode(op, quant.F32, rowsLike(a), a, b)
+}
+
+// Add returns a + b; b may be a single row added to every row of a.
+func (c *Context) Add(a, b *Tensor) *Tensor { return c.broadcast(OpAdd, a, b) }
+
+// Mul returns a * b elementwise; b may be a single row.
+func (c *Context) Mul(a, b *Tensor) *Tensor { return c.broadcast(OpMul, a, b) }
+
+// LayerNorm normalizes each row of x to zero mean and unit variance, then multiplies by w and
+// adds b when they are not nil.
+func (c *Context) LayerNorm(x, w, b *Tensor, eps float32) *Tensor {
+	c.checkF32(OpLayerNorm, x)
+	for _, p := range []*Tensor{w, b} {
+		if p != nil && (p.Ne[0] != x.Ne[0] || p.NRows() != 1 || !c.checkF32(OpLayerNorm, p)) {
+			c.fail("layer_norm: parameter %q %v does not fit rows of %d", p.Name, p.Ne, x.Ne[0])
+		}
+	}
+	t := c.newNode(OpLayerNorm, quant.F32, rowsLike(x), x, w, b)
+	t.FParams[0] = eps
+	return t
+}
+
+// MulMat multiplies every row of x by the matrix w: out[m][n] = dot(w row n, x row m).
+func (c *Context) MulMat(w, x *Tensor) *Tensor {
+	c.checkF32(OpMulMat, x)
+	if w.Ne[0] != x.Ne[0] || w.Ne[2] != 1 || w.Ne[3] != 1 {
+		c.fail("mul_mat: %q %v by %q %v", w.Name, w.Ne, x.Name, x.Ne)
+	}
+	return c.newNode(OpMulMat, quant.F32, []int{w.Ne[1], x.NRows()}, w, x)
+}
+
+// GetRows gathers rows of table (any type, dequantized to f32) by the int32 ids.
+func (c *Context) GetRows(table, ids *Tensor) *Tensor {
+	if ids.Type != quant.I32 {
+		c.fail("get_rows: ids are %v", ids.Type)
+	}
+	return c.newNode(OpGetRows, quant.F32, []int{table.Ne[0], ids.NElements()}, table, ids)
+}
+
+// GELU applies the tanh approximation of GELU elementwise.
+func (c *Context) GELU(x *Tensor) *Tensor {
+	c.checkF32(OpGELU, x)
+	return c.newNode(OpGELU, quant.F32, rowsLike(x), x)
+}
+
+// Scale multiplies by a constant.
+func (c *Context) Scale(x *Tensor, s float32) *Tensor {
+	c.checkF32(OpScale, x)
+	t := c.newNode(OpScale, quant.F32, rowsLike(x), x)
+	t.FParams[0] = s
+	return t
+}
+
+// Copy makes a packed copy of a (possibly strided) f32 tensor.
+func (c *Context) Copy(x *Tensor) *Tensor {
+	c.checkF32(OpCopy, x)
+	return c.newNode(OpCopy, quant.F32, rowsLike(x), x)
+}
+
+// View2D returns a view of ne1 rows of ne0 elements of src, rows nb1 bytes apart, starting
+// offset bytes into src.
+func (c *Context) View2D(src *Tensor, ne0, ne1, nb1, offset int) *Tensor {
+	t := c.alloc()
+	t.setShape(src.Type, []int{ne0, ne1})
+	t.Nb[1] = nb1
+	t.Nb[2] = nb1 * ne1
+	t.Nb[3] = t.Nb[2]
+	t.Op = OpView
+	t.Src[0] = src
+	t.viewOf = src
+	t.IParams[0] = offset
+	if offset < 0 || offset+t.Bytes() > src.Bytes() {
+		c.fail("view [%d, %d) outside %q of %d bytes", offset, offset+t.Bytes(), src.Name, src.Bytes())
+	}
+	return t
+}
+
+// Rows returns a view of rows [first, first+n) of a 2-D tensor.
+func (c *Context) Rows(src *Tensor, first, n int) *Tensor {
+	return c.View2D(src, src.Ne[0], n, src.Nb[1], first*src.Nb[1])
+}
+
+// StoreKV writes the rows of v into cache at the rows named by positions and returns the cache
+// (as a view), so that readers of the result run after the store.
+func (c *Context) StoreKV(cache, v, positions *Tensor) *Tensor {
+	c.checkF32(OpStoreKV, v)
+	if cache.Type != quant.F32 && cache.Type != quant.F16 {
+		c.fail("store_kv: cache %q is %v", cache.Name, cache.Type)
+	}
+	if cache.Ne[0] != v.Ne[0] || positions.NElements() != v.NRows() || positions.Type != quant.I32 {
+		c.fail("store_kv: cache %v, values %v, positions %v", cache.Ne, v.Ne, positions.Ne)
+	}
+	t := c.alloc()
+	*t = Tensor{Type: cache.Type, Ne: cache.Ne, Nb: cache.Nb, Op: OpStoreKV, viewOf: cache}
+	t.Src[0], t.Src[1], t.Src[2] = cache, v, positions
+	t.Name = cache.Name
+	return t
+}
+
+// Attention computes causal multi-head attention: each query row i (at position positions[i])
+// attends to cache rows 0..positions[i] of k and v, per head of E/heads elements.
+func (c *Context) Attention(q, k, v, positions *Tensor, heads int, scale float32) *Tensor {
+	c.checkF32(OpAttention, q)
+	if heads < 1 || q.Ne[0]%heads != 0 || k.Ne[0] != q.Ne[0] || v.Ne[0] != q.Ne[0] || k.Ne[1] != v.Ne[1] {
+		c.fail("attention: q %v k %v v %v heads %d", q.Ne, k.Ne, v.Ne, heads)
+	}
+	if positions.NElements() != q.NRows() || positions.Type != quant.I32 {
+		c.fail("attention: %d positions for %d queries", positions.NElements(), q.NRows())
+	}
+	t := c.newNode(OpAttention, quant.F32, rowsLike(q), q, k, v, positions)
+	t.IParams[0] = heads
+	t.FParams[0] = scale
+	return t
+}

@@ -1,0 +1,297 @@
+// Package testmodel writes GPT-2 GGUF files with random weights, of any shape, laid out as
+// llama.cpp's convert_hf_to_gguf.py lays out a real GPT-2: the same metadata in the same order,
+// the same tensors in the same order, output.weight a copy of token_embd.weight. Unit tests use
+// tiny shapes; benchmarks use the real GPT-2 sizes, whose speed does not depend on the values.
+//
+// Files are deterministic for a seed. Each tensor is drawn from its own random stream, seeded
+// from Config.Seed and the tensor's index, and Write streams the data, so even the 1.5B model
+// is written without holding a tensor in memory.
+package testmodel
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+
+	"github.com/gorun-dev/gorun/gguf"
+	"github.com/gorun-dev/gorun/quant"
+)
+
+// Config is the shape and contents of a model.
+type Config struct {
+	Name   string // general.name
+	NVocab int    // vocabulary size (0 with Tokens: len(Tokens))
+	NCtx   int    // context length (rows of position_embd)
+	NEmbd  int
+	NHead  int
+	NLayer int
+	NFF    int        // feed-forward width
+	Type   quant.Type // of the matrices: F32, F16 or BF16; vectors are always F32
+	Seed   int64
+	// Tokens and Merges give a real vocabulary (it must contain <|endoftext|>). Without
+	// Tokens a synthetic byte-level BPE vocabulary of NVocab tokens is made.
+	Tokens, Merges []string
+	// NoOutput omits output.weight; the model must then use token_embd.weight.
+	NoOutput bool
+}
+
+var presets = map[string]Config{
+	"tiny": {Name: "GPT2 Tiny Random", NVocab: 512, NCtx: 64, NEmbd: 64, NHead: 4, NLayer: 2, NFF: 256},
+	"124M": {Name: "GPT2 124M Random", NVocab: 50257, NCtx: 1024, NEmbd: 768, NHead: 12, NLayer: 12, NFF: 3072},
+	"355M": {Name: "GPT2 355M Random", NVocab: 50257, NCtx: 1024, NEmbd: 1024, NHead: 16, NLayer: 24, NFF: 4096},
+	"774M": {Name: "GPT2 774M Random", NVocab: 50257, NCtx: 1024, NEmbd: 1280, NHead: 20, NLayer: 36, NFF: 5120},
+	"1.5B": {Name: "GPT2 1.5B Random", NVocab: 50257, NCtx: 1024, NEmbd: 1600, NHead: 25, NLayer: 48, NFF: 6400},
+}
+
+// Preset returns a named configuration: "tiny", or the GPT-2 sizes "124M", "355M", "774M" and
+// "1.5B"; matrices F16, seed 1, synthetic vocabulary.
+func Preset(name string) (Config, error) {
+	c, ok := presets[name]
+	if !ok {
+		return Config{}, fmt.Errorf("testmodel: no preset %q (have tiny, 124M, 355M, 774M, 1.5B)", name)
+	}
+	c.Type = quant.F16
+	c.Seed = 1
+	return c, nil
+}
+
+func (c *Config) check() error {
+	switch {
+	case c.NCtx < 1 || c.NEmbd < 1 || c.NHead < 1 || c.NLayer < 1 || c.NFF < 1:
+		return fmt.Errorf("testmodel: sizes must be positive: ctx %d, embd %d, head %d, layer %d, ff %d",
+			c.NCtx, c.NEmbd, c.NHead, c.NLayer, c.NFF)
+	case c.NEmbd%c.NHead != 0:
+		return fmt.Errorf("testmodel: n_embd %d is not a multiple of n_head %d", c.NEmbd, c.NHead)
+	case c.Type != quant.F32 && c.Type != quant.F16 && c.Type != quant.BF16:
+		return fmt.Errorf("testmodel: matrices must be f32, f16 or bf16, not %v (quantize the file instead)", c.Type)
+	case c.Tokens != nil && c.NVocab != 0 && c.NVocab != len(c.Tokens):
+		return fmt.Errorf("testmodel: NVocab %d but %d tokens given", c.NVocab, len(c.Tokens))
+	}
+	return nil
+}
+
+// fileType is general.file_type (llama_ftype) for the matrix type.
+func fileType(t quant.Type) uint32 {
+	switch t {
+	case quant.F16:
+		return 1
+	case quant.BF16:
+		return 32
+	}
+	return 0
+}
+
+// tensorPlan is one tensor: its description, its distribution and its random stream.
+type tensorPlan struct {
+	name   string
+	typ    quant.Type
+	dims   []int64
+	d      dist
+	stream uint64 // output.weight shares token_embd's stream, which makes it a copy
+}
+
+// plan lists the tensors in the converter's order (Hugging Face's parameter order per block).
+func plan(c *Config, nVocab int) []tensorPlan {
+	E, F, V := int64(c.NEmbd), int64(c.NFF), int64(nVocab)
+	// GPT-2 scales the residual projections by 1/sqrt(2*n_layer).
+	std, proj := 0.02, 0.02/math.Sqrt(2*float64(c.NLayer))
+	bias, norm := dist{0, 0.01}, dist{1, 0.02}
+	var p []tensorPlan
+	add := func(name string, matrix bool, d dist, dims ...int64) {
+		typ := quant.F32
+		if matrix {
+			typ = c.Type
+		}
+		p = append(p, tensorPlan{name: name, typ: typ, dims: dims, d: d, stream: uint64(len(p))})
+	}
+	for i := 0; i < c.NLayer; i++ {
+		blk := "blk." + strconv.Itoa(i) + "."
+		add(blk+"attn_qkv.bias", false, bias, 3*E)
+		add(blk+"attn_qkv.weight", true, dist{0, std}, E, 3*E)
+		add(blk+"attn_output.bias", false, bias, E)
+		add(blk+"attn_output.weight", true, dist{0, proj}, E, E)
+		add(blk+"attn_norm.bias", false, bias, E)
+		add(blk+"attn_norm.weight", false, norm, E)
+		add(blk+"ffn_norm.bias", false, bias, E)
+		add(blk+"ffn_norm.weight", false, norm, E)
+		add(blk+"ffn_up.bias", false, bias, F)
+		add(blk+"ffn_up.weight", true, dist{0, std}, E, F)
+		add(blk+"ffn_down.bias", false, bias, E)
+		add(blk+"ffn_down.weight", true, dist{0, proj}, F, E)
+	}
+	add("output_norm.bias", false, bias, E)
+	add("output_norm.weight", false, norm, E)
+	add("position_embd.weight", false, dist{0, 0.01}, E, int64(c.NCtx))
+	add("token_embd.weight", true, dist{0, std}, E, V)
+	if !c.NoOutput {
+		add("output.weight", true, dist{0, std}, E, V)
+		p[len(p)-1].stream = p[len(p)-2].stream
+	}
+	return p
+}
+
+// model is a configuration turned into metadata and a tensor plan.
+type model struct {
+	w       *gguf.Writer
+	tensors []tensorPlan
+	sizes   []int64 // bytes of each tensor
+}
+
+func build(c Config) (*model, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	var v *vocab
+	var err error
+	if c.Tokens != nil {
+		v, err = givenVocab(c.Tokens, c.Merges)
+	} else {
+		v, err = syntheticVocab(c.NVocab, c.Seed)
+	}
+	if err != nil {
+		return nil, err
+	}
+	m := &model{w: gguf.NewWriter(), tensors: plan(&c, len(v.tokens))}
+	for _, t := range m.tensors {
+		if err := m.w.AddTensor(t.name, t.typ, t.dims); err != nil {
+			return nil, err
+		}
+	}
+	for _, ti := range m.w.Tensors() {
+		m.sizes = append(m.sizes, ti.Size)
+	}
+	if err := m.setMetadata(&c, v); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// setMetadata writes the KVs in the order convert_hf_to_gguf.py writes them for GPT-2.
+func (m *model) setMetadata(c *Config, v *vocab) error {
+	u32 := func(n int) uint32 { return uint32(n) }
+	eot := u32(v.eot)
+	kvs := []gguf.KV{
+		kv("general.architecture", "gpt2"),
+		kv("general.type", "model"),
+		kv("general.name", c.Name),
+		kv("general.size_label", sizeLabel(m.paramCount())),
+		kv("gpt2.block_count", u32(c.NLayer)),
+		kv("gpt2.context_length", u32(c.NCtx)),
+		kv("gpt2.embedding_length", u32(c.NEmbd)),
+		kv("gpt2.feed_forward_length", u32(c.NFF)),
+		kv("gpt2.attention.head_count", u32(c.NHead)),
+		kv("gpt2.attention.layer_norm_epsilon", float32(1e-5)),
+		kv("general.file_type", fileType(c.Type)),
+		kv("tokenizer.ggml.model", "gpt2"),
+		kv("tokenizer.ggml.pre", "gpt-2"),
+		kv("tokenizer.ggml.tokens", v.tokens),
+		kv("tokenizer.ggml.token_type", v.types),
+		kv("tokenizer.ggml.merges", v.merges),
+		kv("tokenizer.ggml.bos_token_id", eot),
+		kv("tokenizer.ggml.eos_token_id", eot),
+		kv("tokenizer.ggml.unknown_token_id", eot),
+		kv("general.quantization_version", uint32(2)),
+	}
+	for _, e := range kvs {
+		if err := m.w.Set(e.Key, e.Value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// kv builds an entry from a value of a type ValueOf always accepts.
+func kv(key string, x any) gguf.KV {
+	v, err := gguf.ValueOf(x)
+	if err != nil {
+		panic(err)
+	}
+	return gguf.KV{Key: key, Value: v}
+}
+
+func (m *model) paramCount() int64 {
+	var n int64
+	for _, ti := range m.w.Tensors() {
+		n += ti.Elements()
+	}
+	return n
+}
+
+// sizeLabel is general.size_label as gguf-py computes it: the parameter count (output copy
+// included) in K, M, B or T with at least two significant digits, e.g. "124M", "1.6B", "32M".
+func sizeLabel(n int64) string {
+	x, unit := float64(n), "K"
+	switch {
+	case x > 1e12:
+		x, unit = x*1e-12, "T"
+	case x > 1e9:
+		x, unit = x*1e-9, "B"
+	case x > 1e6:
+		x, unit = x*1e-6, "M"
+	default:
+		x *= 1e-3
+	}
+	digits := len(strconv.FormatFloat(math.RoundToEven(x), 'f', 0, 64))
+	if math.RoundToEven(x) == 0 {
+		digits = 0 // Python strips the leading zero before counting
+	}
+	return strconv.FormatFloat(x, 'f', max(2-digits, 0), 64) + unit
+}
+
+// Writer returns the file's writer, metadata and tensors declared, and a data callback that
+// generates tensor i whole (into a buffer reused across calls, as gguf.Writer allows).
+func Writer(c Config) (*gguf.Writer, func(i int, ti *gguf.TensorInfo) ([]byte, error), error) {
+	m, err := build(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	var buf []byte
+	s := new(sampler)
+	data := func(i int, ti *gguf.TensorInfo) ([]byte, error) {
+		if i < 0 || i >= len(m.tensors) || ti.Size != m.sizes[i] {
+			return nil, fmt.Errorf("testmodel: no tensor %d of %d bytes", i, ti.Size)
+		}
+		if int64(cap(buf)) < ti.Size {
+			buf = make([]byte, ti.Size)
+		}
+		buf = buf[:ti.Size]
+		r := m.start(i, c.Seed, s)
+		s.fill(buf, &r)
+		return buf, nil
+	}
+	return m.w, data, nil
+}
+
+// start prepares the sampler and random stream of tensor i.
+func (m *model) start(i int, seed int64, s *sampler) rng {
+	t := &m.tensors[i]
+	s.reset(t.typ, t.d)
+	return newRNG(seed, t.stream)
+}
+
+// chunkSize bounds the memory Write uses for tensor data.
+const chunkSize = 1 << 20
+
+// Write writes the model to path (atomically, see gguf.Writer.WriteFile), generating the
+// tensor data in chunks.
+func Write(path string, c Config) error {
+	m, err := build(c)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, chunkSize)
+	s := new(sampler)
+	return m.w.WriteFileStream(path, func(i int, ti *gguf.TensorInfo, dst io.Writer) error {
+		r := m.start(i, c.Seed, s)
+		for left := ti.Size; left > 0; {
+			n := min(left, chunkSize) // a multiple of four elements of every type
+			s.fill(buf[:n], &r)
+			if _, err := dst.Write(buf[:n]); err != nil {
+				return err
+			}
+			left -= n
+		}
+		return nil
+	})
+}

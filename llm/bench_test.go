@@ -1,0 +1,98 @@
+package llm
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/gorun-dev/gorun/internal/testmodel"
+)
+
+var (
+	benchThreads = flag.Int("threads", 2, "CPU threads for the benchmarks")
+	benchShape   = flag.String("shape", "124M", "GPT-2 shape for the benchmarks (testmodel preset)")
+)
+
+var (
+	benchOnce sync.Once
+	benchPath string
+	benchErr  error
+)
+
+// benchModel writes the random model of the benchmark shape once per test binary run.
+func benchModel(b *testing.B) *Model {
+	benchOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "gorun-bench")
+		if err != nil {
+			benchErr = err
+			return
+		}
+		c, err := testmodel.Preset(*benchShape)
+		if err != nil {
+			benchErr = err
+			return
+		}
+		benchPath = filepath.Join(dir, *benchShape+".gguf")
+		benchErr = testmodel.Write(benchPath, c)
+	})
+	if benchErr != nil {
+		b.Fatal(benchErr)
+	}
+	m, err := Load(benchPath, Options{Threads: *benchThreads})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { m.Close() })
+	return m
+}
+
+// BenchmarkDecode measures generation: one token per op through the KV cache, reported as
+// tokens/s (like llama-bench's tg test), at context positions 16..16+N.
+func BenchmarkDecode(b *testing.B) {
+	m := benchModel(b)
+	s, err := m.NewSession()
+	if err != nil {
+		b.Fatal(err)
+	}
+	prompt := make([]int32, 16)
+	one := []int32{464}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if s.Pos()+1 > 512 || i == 0 {
+			b.StopTimer()
+			s.Reset()
+			if _, err := s.Eval(prompt); err != nil {
+				b.Fatal(err)
+			}
+			b.StartTimer()
+		}
+		if _, err := s.Eval(one); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+}
+
+// BenchmarkPrompt measures prompt processing of 128 tokens per op (llama-bench's pp test).
+func BenchmarkPrompt(b *testing.B) {
+	m := benchModel(b)
+	s, err := m.NewSession()
+	if err != nil {
+		b.Fatal(err)
+	}
+	prompt := make([]int32, 128)
+	for i := range prompt {
+		prompt[i] = int32(i * 37 % 50000)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		s.Reset()
+		if _, err := s.Eval(prompt); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*len(prompt))/b.Elapsed().Seconds(), "tokens/s")
+}

@@ -1,0 +1,176 @@
+// Package llm is gorun's public API: load a GGUF model, open sessions on it, generate text and
+// score text. The gorun command is a thin client of this package.
+//
+//	m, err := llm.Load("gpt2.gguf", llm.Options{Threads: 4})
+//	if err != nil { ... }
+//	defer m.Close()
+//	s, err := m.NewSession()
+//	stats, err := s.Generate(ctx, "Hello", llm.GenerateOptions{MaxTokens: 32}, func(piece string) error {
+//		fmt.Print(piece)
+//		return nil
+//	})
+package llm
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/gorun-dev/gorun/cpu"
+	"github.com/gorun-dev/gorun/gguf"
+	"github.com/gorun-dev/gorun/graph"
+	"github.com/gorun-dev/gorun/models"
+	"github.com/gorun-dev/gorun/tokenizer"
+)
+
+// ErrContextFull is returned (wrapped) when tokens do not fit the context.
+var ErrContextFull = errors.New("context is full")
+
+// Options configure loading.
+type Options struct {
+	// Threads is the number of CPU threads (<= 0: one per physical core).
+	Threads int
+	// ContextLength is the number of tokens a session holds (0: the model's trained context).
+	ContextLength int
+	// BatchSize is the most prompt tokens evaluated in one graph (0: 512).
+	BatchSize int
+	// Backend runs the graphs; nil means a CPU backend with Threads threads. The model closes
+	// a backend it made, not one it was given.
+	Backend graph.Backend
+}
+
+// Model is a loaded model: mapped weights, tokenizer and backend. It is safe for concurrent use
+// by several sessions (their computations take turns on the backend).
+type Model struct {
+	file     *gguf.File
+	path     string
+	arch     models.Model
+	tok      *tokenizer.Tokenizer
+	be       graph.Backend
+	ownsBe   bool
+	nctx     int
+	nbatch   int
+	loadTime time.Duration
+
+	computeMu sync.Mutex
+}
+
+// Load maps a GGUF file and prepares its model. Errors name what is wrong with the file.
+func Load(path string, opts Options) (*Model, error) {
+	start := time.Now()
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	m, err := newModel(f, opts)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	m.loadTime = time.Since(start)
+	m.path = path
+	return m, nil
+}
+
+func newModel(f *gguf.File, opts Options) (*Model, error) {
+	tok, err := tokenizer.FromGGUF(f)
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{file: f, tok: tok, be: opts.Backend}
+	if m.be == nil {
+		m.be, m.ownsBe = cpu.New(opts.Threads), true
+	}
+	if m.arch, err = models.Load(f, m.be); err != nil {
+		m.closeBackend()
+		return nil, err
+	}
+	hp := m.arch.Hparams()
+	if hp.NVocab != tok.VocabSize() {
+		m.closeBackend()
+		return nil, fmt.Errorf("the tokenizer has %d tokens but the model %d", tok.VocabSize(), hp.NVocab)
+	}
+	m.nctx = hp.NCtx
+	if opts.ContextLength > 0 {
+		if opts.ContextLength > hp.NCtx {
+			m.closeBackend()
+			return nil, fmt.Errorf("context length %d exceeds the %d positions this %s model was trained for", opts.ContextLength, hp.NCtx, hp.Arch)
+		}
+		m.nctx = opts.ContextLength
+	}
+	m.nbatch = 512
+	if opts.BatchSize > 0 {
+		m.nbatch = opts.BatchSize
+	}
+	m.nbatch = min(m.nbatch, m.nctx)
+	return m, nil
+}
+
+func (m *Model) closeBackend() {
+	if m.ownsBe {
+		m.be.Close()
+	}
+}
+
+// Close releases the backend (if the model made it) and unmaps the file. Sessions of the
+// model must not be used afterwards.
+func (m *Model) Close() error {
+	m.closeBackend()
+	return m.file.Close()
+}
+
+// Path is the file the model was loaded from.
+func (m *Model) Path() string { return m.path }
+
+// Tokenizer returns the model's tokenizer.
+func (m *Model) Tokenizer() *tokenizer.Tokenizer { return m.tok }
+
+// Hparams returns the model's shape.
+func (m *Model) Hparams() models.Hparams { return m.arch.Hparams() }
+
+// ContextLength is the number of tokens a session holds.
+func (m *Model) ContextLength() int { return m.nctx }
+
+// LoadTime is how long Load took.
+func (m *Model) LoadTime() time.Duration { return m.loadTime }
+
+// Backend returns the backend running the model.
+func (m *Model) Backend() graph.Backend { return m.be }
+
+// File returns the model's GGUF file (its metadata and tensor table).
+func (m *Model) File() *gguf.File { return m.file }
+
+func i32Bytes(v []int32) []byte {
+	if len(v) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))
+}
+
+func errPromptTooLong(n, pos, size int) error {
+	return fmt.Errorf("%w: the prompt has %d tokens, %d are in use, and the context holds %d (leave room for at least one generated token; raise -c up to the model's limit or shorten the prompt)", ErrContextFull, n, pos, size)
+}
+
+// LoadTokenizer reads only the tokenizer of a GGUF model.
+func LoadTokenizer(path string) (*tokenizer.Tokenizer, error) {
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	t, err := tokenizer.FromGGUF(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return t, nil
+}
+
+// Threads is the number of CPU threads of the model's backend (0 if not a CPU backend).
+func (m *Model) Threads() int {
+	if t, ok := m.be.(interface{ Threads() int }); ok {
+		return t.Threads()
+	}
+	return 0
+}

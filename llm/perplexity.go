@@ -1,0 +1,102 @@
+package llm
+
+import (
+	"context"
+	"fmt"
+	"math"
+)
+
+// PerplexityOptions choose the protocol.
+type PerplexityOptions struct {
+	// Chunk is the number of tokens per independently evaluated chunk (llama-perplexity's -c);
+	// 0 means the session's context length.
+	Chunk int
+	// ScoreAll scores every position after the first of each chunk (Hugging Face style);
+	// otherwise only the second half is scored, as llama-perplexity does, so every scored token
+	// sees at least Chunk/2 tokens of context.
+	ScoreAll bool
+	// Progress, when set, is called after each chunk with the running estimate.
+	Progress func(done, total int, running PerplexityResult)
+}
+
+// PerplexityResult is exp(mean negative log-likelihood) with its standard error.
+type PerplexityResult struct {
+	PPL    float64
+	StdErr float64
+	Chunks int
+	Scored int // tokens scored
+	nll    float64
+	nll2   float64
+}
+
+func (r *PerplexityResult) add(nll float64) {
+	r.nll += nll
+	r.nll2 += nll * nll
+	r.Scored++
+	mean := r.nll / float64(r.Scored)
+	r.PPL = math.Exp(mean)
+	r.StdErr = 0
+	if r.Scored > 1 {
+		// The error of the mean NLL, carried to PPL to first order (llama-perplexity's).
+		v := r.nll2/float64(r.Scored) - mean*mean
+		if v > 0 {
+			r.StdErr = r.PPL * math.Sqrt(v/float64(r.Scored-1))
+		}
+	}
+}
+
+// Perplexity scores tokens chunk by chunk, each chunk in a fresh context. Tokens past the last
+// whole chunk are not used (as llama-perplexity).
+func (s *Session) Perplexity(ctx context.Context, tokens []int32, opts PerplexityOptions) (PerplexityResult, error) {
+	var res PerplexityResult
+	chunk := opts.Chunk
+	if chunk == 0 {
+		chunk = s.cache.Size
+	}
+	if chunk < 2 || chunk > s.cache.Size {
+		return res, fmt.Errorf("chunk of %d tokens: must be 2..%d (the context length)", chunk, s.cache.Size)
+	}
+	n := len(tokens) / chunk
+	if n == 0 {
+		return res, fmt.Errorf("%d tokens are fewer than one chunk of %d; use a longer text or a smaller -c", len(tokens), chunk)
+	}
+	first := chunk / 2
+	if opts.ScoreAll {
+		first = 0
+	}
+	V := s.m.arch.Hparams().NVocab
+	logits := make([]float32, (chunk-first)*V)
+	for c := 0; c < n; c++ {
+		if err := ctx.Err(); err != nil {
+			return res, err
+		}
+		toks := tokens[c*chunk : (c+1)*chunk]
+		s.Reset()
+		if err := s.EvalLogits(toks, first, logits); err != nil {
+			return res, err
+		}
+		// Logits at position j predict token j+1; the last position predicts nothing here.
+		for j := first; j < chunk-1; j++ {
+			res.add(nll(logits[(j-first)*V:(j-first+1)*V], toks[j+1]))
+		}
+		res.Chunks++
+		if opts.Progress != nil {
+			opts.Progress(c+1, n, res)
+		}
+	}
+	s.Reset()
+	return res, nil
+}
+
+// nll is -log softmax(logits)[target], computed in float64.
+func nll(logits []float32, target int32) float64 {
+	mx := math.Inf(-1)
+	for _, l := range logits {
+		mx = math.Max(mx, float64(l))
+	}
+	var sum float64
+	for _, l := range logits {
+		sum += math.Exp(float64(l) - mx)
+	}
+	return math.Log(sum) + mx - float64(logits[target])
+}

@@ -1,0 +1,114 @@
+// Command gorun runs GGUF language models on the CPU: generate text, tokenize, quantize,
+// measure perplexity and speed. It follows llama.cpp's command-line conventions.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+const usage = `gorun: run GGUF language models (GPT-2) in pure Go
+
+Usage:
+  gorun -m MODEL.gguf -p PROMPT [options]      generate text (the default command)
+  gorun tokenize -m MODEL.gguf -p TEXT [--ids] print the tokens of a text
+  gorun perplexity -m MODEL.gguf -f TEXT       measure perplexity (llama-perplexity's protocol)
+  gorun help [COMMAND]                         show help
+
+Run 'gorun COMMAND -h' for a command's options.
+`
+
+// commands maps subcommand names to their entry points. Each returns an error to print; a
+// usage error exits with status 2, others with 1.
+var commands = map[string]func(args []string, stdout, stderr io.Writer) error{
+	"run":        cmdRun,
+	"tokenize":   cmdTokenize,
+	"perplexity": cmdPerplexity,
+}
+
+// errUsage marks errors caused by the command line (already explained on stderr).
+var errUsage = errors.New("usage")
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	name := "run"
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		name, args = args[0], args[1:]
+	}
+	if name == "help" {
+		if len(args) > 0 && commands[args[0]] != nil {
+			return exitCode(commands[args[0]]([]string{"-h"}, stdout, stderr), stderr)
+		}
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	if len(args) == 0 && name == "run" {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	cmd := commands[name]
+	if cmd == nil {
+		fmt.Fprintf(stderr, "gorun: unknown command %q\n\n%s", name, usage)
+		return 2
+	}
+	return exitCode(cmd(args, stdout, stderr), stderr)
+}
+
+func exitCode(err error, stderr io.Writer) int {
+	switch {
+	case err == nil || errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		return 2
+	}
+	fmt.Fprintf(stderr, "gorun: %v\n", err)
+	return 1
+}
+
+// newFlags makes a flag set that reports errors (to stderr) instead of exiting.
+func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "%s\n\nOptions (one or two dashes):\n", synopsis)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parseFlags parses flags that may come before, between or after positional arguments, and
+// returns the positional ones.
+func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, errUsage
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+// usageError prints a message and the usage of fs, and returns errUsage.
+func usageError(fs *flag.FlagSet, stderr io.Writer, format string, a ...any) error {
+	fmt.Fprintf(stderr, "gorun %s: %s\n", fs.Name(), fmt.Sprintf(format, a...))
+	fs.Usage()
+	return errUsage
+}

@@ -1,0 +1,109 @@
+package quant
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// FileType is llama.cpp's llama_ftype: the quantization recipe a whole model file was made with,
+// stored as general.file_type.
+type FileType uint32
+
+const (
+	FileAllF32 FileType = 0
+	FileF16    FileType = 1
+	FileQ4_0   FileType = 2
+	FileQ4_1   FileType = 3
+	FileQ8_0   FileType = 7
+	FileQ5_0   FileType = 8
+	FileQ5_1   FileType = 9
+	FileQ4_K_S FileType = 14
+	FileQ4_K_M FileType = 15
+	FileQ5_K_S FileType = 16
+	FileQ5_K_M FileType = 17
+	FileQ6_K   FileType = 18
+	FileBF16   FileType = 32
+)
+
+// fileTypes lists the recipes gorun can make: llama-quantize's name and the type most tensors get.
+var fileTypes = []struct {
+	ft   FileType
+	name string
+	typ  Type
+	desc string
+}{
+	{FileAllF32, "F32", F32, "float32, no quantization"},
+	{FileF16, "F16", F16, "float16"},
+	{FileBF16, "BF16", BF16, "bfloat16"},
+	{FileQ8_0, "Q8_0", Q8_0, "8.50 bits per weight"},
+	{FileQ4_0, "Q4_0", Q4_0, "4.50 bpw; output.weight Q6_K"},
+	{FileQ4_1, "Q4_1", Q4_1, "5.00 bpw; output.weight Q6_K"},
+	{FileQ5_0, "Q5_0", Q5_0, "5.50 bpw; output.weight Q6_K"},
+	{FileQ5_1, "Q5_1", Q5_1, "6.00 bpw; output.weight Q6_K"},
+	{FileQ4_K_S, "Q4_K_S", Q4_K, "Q4_K; ffn_down of the first 1/8 of layers Q5_K; output.weight Q6_K"},
+	{FileQ4_K_M, "Q4_K_M", Q4_K, "Q4_K; attn_qkv Q5_K; ffn_down Q6_K in about half the layers; output.weight Q6_K"},
+	{FileQ5_K_S, "Q5_K_S", Q5_K, "Q5_K; output.weight Q6_K"},
+	{FileQ5_K_M, "Q5_K_M", Q5_K, "Q5_K; attn_qkv Q6_K; ffn_down Q6_K in about half the layers; output.weight Q6_K"},
+	{FileQ6_K, "Q6_K", Q6_K, "6.56 bpw"},
+}
+
+// fileTypeAliases are llama-quantize's other names for a recipe.
+var fileTypeAliases = map[string]FileType{"Q4_K": FileQ4_K_M, "Q5_K": FileQ5_K_M}
+
+// ParseFileType finds a recipe by llama-quantize's name, ignoring case ("q4_k_m", "Q8_0").
+func ParseFileType(name string) (FileType, error) {
+	up := strings.ToUpper(name)
+	if ft, ok := fileTypeAliases[up]; ok {
+		return ft, nil
+	}
+	for _, f := range fileTypes {
+		if f.name == up {
+			return f.ft, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown quantization type %q (known: %s)", name, strings.Join(FileTypeNames(), ", "))
+}
+
+// FileTypeNames lists the recipe names gorun accepts, aliases included.
+func FileTypeNames() []string {
+	var names []string
+	for _, f := range fileTypes {
+		names = append(names, strings.ToLower(f.name))
+	}
+	for a := range fileTypeAliases {
+		names = append(names, strings.ToLower(a))
+	}
+	sort.Strings(names)
+	return names
+}
+
+// String is llama-quantize's name of the recipe.
+func (ft FileType) String() string {
+	for _, f := range fileTypes {
+		if f.ft == ft {
+			return f.name
+		}
+	}
+	return fmt.Sprintf("file_type(%d)", uint32(ft))
+}
+
+// Describe says which tensors of a model get which type.
+func (ft FileType) Describe() string {
+	for _, f := range fileTypes {
+		if f.ft == ft {
+			return f.desc
+		}
+	}
+	return ""
+}
+
+// DefaultType is the type most tensors of the recipe get.
+func (ft FileType) DefaultType() Type {
+	for _, f := range fileTypes {
+		if f.ft == ft {
+			return f.typ
+		}
+	}
+	return F32
+}

@@ -1,0 +1,348 @@
+// Package tokenizer implements GPT-2's byte-level BPE tokenizer, producing the
+// same ids as Hugging Face's GPT-2 tokenizer (and llama.cpp's "gpt-2" BPE
+// vocabulary).
+//
+// Encoding splits the text on special tokens, splits each remaining piece with
+// the GPT-2 pre-tokenizer (see pretokenize.go), and runs BPE over the raw
+// bytes of each pre-token. Merges are kept as a table from a pair of token ids
+// to (rank, merged id), so encoding never builds the byte-mapped strings.
+//
+// A Tokenizer is immutable after construction apart from an internal, bounded
+// word cache, and is safe for concurrent use. A Decoder is not.
+package tokenizer
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"unicode/utf8"
+)
+
+// ggml token types (enum llama_token_type as stored in GGUF).
+const (
+	TypeNormal      int32 = 1
+	TypeUnknown     int32 = 2
+	TypeControl     int32 = 3
+	TypeUserDefined int32 = 4
+	TypeUnused      int32 = 5
+	TypeByte        int32 = 6
+)
+
+// EndOfText is GPT-2's end-of-text token.
+const EndOfText = "<|endoftext|>"
+
+// Tokenizer is a GPT-2 byte-level BPE tokenizer.
+type Tokenizer struct {
+	tokens []string // stored (byte-mapped) token strings; control tokens as-is
+	pieces []string // raw bytes of each token
+	whole  []bool   // pieces[i] is valid UTF-8 (decoder fast path)
+	types  []int32
+	vocab  map[string]int32
+
+	// merges maps pairKey(left, right) to rank<<32 | merged id.
+	merges  map[uint64]uint64
+	byteTok [256]int32 // id of the token for each single byte, or -1
+
+	specials     []int32 // special ids, longest text first
+	specialFirst [256]bool
+	specialByte  int // the single first byte of all specials, or -1
+
+	eos   int32
+	cache wordCache
+}
+
+func pairKey(a, b int32) uint64 { return uint64(uint32(a))<<32 | uint64(uint32(b)) }
+
+// New builds a tokenizer from the vocabulary as GGUF stores it: tokens[i] is
+// the byte-level (byte-to-unicode mapped) string of token i, merges are
+// "left right" strings in rank order, types are ggml token types (1 normal,
+// 3 control, 4 user-defined, 6 byte; nil means all normal).
+//
+// Control and user-defined tokens are stored as their literal text; they and
+// "<|endoftext|>" (whatever its type) are the special tokens that Encode
+// matches in the input text. A merge whose two parts or whose result is not in
+// the vocabulary can never apply and is ignored.
+func New(tokens []string, merges []string, types []int32) (*Tokenizer, error) {
+	n := len(tokens)
+	if n == 0 {
+		return nil, errors.New("tokenizer: empty vocabulary")
+	}
+	if n > math.MaxInt32 {
+		return nil, fmt.Errorf("tokenizer: vocabulary of %d tokens is too large", n)
+	}
+	if types != nil && len(types) != n {
+		return nil, fmt.Errorf("tokenizer: %d token types for %d tokens", len(types), n)
+	}
+	t := &Tokenizer{
+		tokens:      slices.Clone(tokens),
+		pieces:      make([]string, n),
+		whole:       make([]bool, n),
+		types:       make([]int32, n),
+		vocab:       make(map[string]int32, n),
+		merges:      make(map[uint64]uint64, len(merges)),
+		specialByte: -1,
+		eos:         -1,
+	}
+	for i := range t.byteTok {
+		t.byteTok[i] = -1
+	}
+	for i, tok := range tokens {
+		typ := TypeNormal
+		if types != nil {
+			typ = types[i]
+		}
+		t.types[i] = typ
+		if _, dup := t.vocab[tok]; !dup && tok != "" {
+			t.vocab[tok] = int32(i)
+		}
+		switch typ {
+		case TypeControl, TypeUserDefined:
+			t.pieces[i] = tok
+			if tok != "" {
+				t.specials = append(t.specials, int32(i))
+			}
+		case TypeByte:
+			if b, ok := parseByteToken(tok); ok {
+				t.pieces[i] = string([]byte{b})
+			} else {
+				t.pieces[i] = unmapToken(tok)
+			}
+		default:
+			t.pieces[i] = unmapToken(tok)
+		}
+		t.whole[i] = utf8.ValidString(t.pieces[i])
+	}
+	if id, ok := t.vocab[EndOfText]; ok {
+		t.eos = id
+		if typ := t.types[id]; typ != TypeControl && typ != TypeUserDefined {
+			t.specials = append(t.specials, id)
+		}
+	}
+
+	// Single-byte tokens: the normal token spelled with the byte's code point.
+	for b := 0; b < 256; b++ {
+		if id, ok := t.vocab[string(byteToRune[b])]; ok {
+			if typ := t.types[id]; typ != TypeControl && typ != TypeUserDefined {
+				t.byteTok[b] = id
+			}
+		}
+	}
+
+	for rank, m := range merges {
+		sp := -1
+		if len(m) > 1 {
+			if k := strings.IndexByte(m[1:], ' '); k >= 0 {
+				sp = k + 1
+			}
+		}
+		if sp < 0 || sp == len(m)-1 {
+			return nil, fmt.Errorf("tokenizer: merge %d %q is not \"left right\"", rank, m)
+		}
+		left, right := m[:sp], m[sp+1:]
+		a, okA := t.vocab[left]
+		b, okB := t.vocab[right]
+		c, okC := t.vocab[left+right]
+		if !okA || !okB || !okC {
+			continue
+		}
+		k := pairKey(a, b)
+		if _, dup := t.merges[k]; !dup {
+			t.merges[k] = uint64(rank)<<32 | uint64(uint32(c))
+		}
+	}
+
+	// Longest special first, so that a longer token wins over its prefix.
+	sort.SliceStable(t.specials, func(i, j int) bool {
+		return len(t.tokens[t.specials[i]]) > len(t.tokens[t.specials[j]])
+	})
+	for _, id := range t.specials {
+		c := t.tokens[id][0]
+		t.specialFirst[c] = true
+		switch t.specialByte {
+		case -1:
+			t.specialByte = int(c)
+		case int(c):
+		default:
+			t.specialByte = -2
+		}
+	}
+	t.cache.m = make(map[string][]int32)
+	return t, nil
+}
+
+// FromFiles builds a tokenizer from Hugging Face's vocab.json ({token: id})
+// and merges.txt (one "left right" merge per line after the "#version"
+// header). "<|endoftext|>" is a control (special) token; every other token is
+// normal.
+func FromFiles(vocabJSON, mergesTXT string) (*Tokenizer, error) {
+	vb, err := os.ReadFile(vocabJSON)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	var vocab map[string]int64
+	if err := json.Unmarshal(vb, &vocab); err != nil {
+		return nil, fmt.Errorf("tokenizer: %s: %w", vocabJSON, err)
+	}
+	size := int64(0)
+	for tok, id := range vocab {
+		if id < 0 || id >= math.MaxInt32 {
+			return nil, fmt.Errorf("tokenizer: %s: token %q has id %d", vocabJSON, tok, id)
+		}
+		size = max(size, id+1)
+	}
+	if size > int64(len(vocab))+1<<20 {
+		return nil, fmt.Errorf("tokenizer: %s: ids up to %d for %d tokens", vocabJSON, size-1, len(vocab))
+	}
+	tokens := make([]string, size)
+	types := make([]int32, size)
+	seen := make([]bool, size)
+	for tok, id := range vocab {
+		if seen[id] {
+			return nil, fmt.Errorf("tokenizer: %s: id %d used twice (%q, %q)", vocabJSON, id, tokens[id], tok)
+		}
+		seen[id] = true
+		tokens[id] = tok
+		types[id] = TypeNormal
+		if tok == EndOfText {
+			types[id] = TypeControl
+		}
+	}
+	for id := range tokens {
+		if !seen[id] {
+			types[id] = TypeUnused // a hole in the id space; never produced
+		}
+	}
+
+	mb, err := os.ReadFile(mergesTXT)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer: %w", err)
+	}
+	var merges []string
+	for line := range strings.SplitSeq(string(mb), "\n") {
+		line = strings.TrimSuffix(line, "\r")
+		if line == "" || strings.HasPrefix(line, "#version") {
+			continue
+		}
+		merges = append(merges, line)
+	}
+	return New(tokens, merges, types)
+}
+
+// VocabSize returns the number of tokens.
+func (t *Tokenizer) VocabSize() int { return len(t.tokens) }
+
+// EOS returns the id of "<|endoftext|>", or -1 if the vocabulary has none.
+func (t *Tokenizer) EOS() int32 { return t.eos }
+
+// Token returns the stored (byte-mapped) string of token id, or "" if id is
+// out of range.
+func (t *Tokenizer) Token(id int32) string {
+	if id < 0 || int(id) >= len(t.tokens) {
+		return ""
+	}
+	return t.tokens[id]
+}
+
+// ID returns the id of the token whose stored string is token.
+func (t *Tokenizer) ID(token string) (int32, bool) {
+	id, ok := t.vocab[token]
+	return id, ok
+}
+
+// TokenBytes returns the raw bytes of token id (for control and user-defined
+// tokens, their text), or nil if id is out of range. The result is a fresh
+// copy.
+func (t *Tokenizer) TokenBytes(id int32) []byte {
+	if id < 0 || int(id) >= len(t.pieces) {
+		return nil
+	}
+	return []byte(t.pieces[id])
+}
+
+// Decode returns the concatenated bytes of the tokens. Out-of-range ids are
+// skipped. The result may be invalid UTF-8 if the ids split a character.
+func (t *Tokenizer) Decode(ids []int32) string {
+	n := 0
+	for _, id := range ids {
+		if id >= 0 && int(id) < len(t.pieces) {
+			n += len(t.pieces[id])
+		}
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, id := range ids {
+		if id >= 0 && int(id) < len(t.pieces) {
+			b.WriteString(t.pieces[id])
+		}
+	}
+	return b.String()
+}
+
+// Encode tokenizes text. Special tokens ("<|endoftext|>" and any control or
+// user-defined token) occurring in text are matched first, leftmost and then
+// longest, and emitted as their ids; the text between them is encoded as by
+// EncodeOrdinary.
+func (t *Tokenizer) Encode(text string) []int32 {
+	return t.AppendEncode(make([]int32, 0, len(text)/4+1), text)
+}
+
+// EncodeOrdinary tokenizes text without matching special tokens:
+// "<|endoftext|>" in text is encoded as ordinary characters.
+func (t *Tokenizer) EncodeOrdinary(text string) []int32 {
+	return t.appendOrdinary(make([]int32, 0, len(text)/4+1), text)
+}
+
+// AppendEncode appends the encoding of text (as Encode) to dst and returns the
+// extended slice.
+func (t *Tokenizer) AppendEncode(dst []int32, text string) []int32 {
+	if len(t.specials) == 0 {
+		return t.appendOrdinary(dst, text)
+	}
+	start := 0
+	for i := 0; i < len(text); {
+		if t.specialByte >= 0 {
+			k := strings.IndexByte(text[i:], byte(t.specialByte))
+			if k < 0 {
+				break
+			}
+			i += k
+		} else if !t.specialFirst[text[i]] {
+			i++
+			continue
+		}
+		id, ok := t.matchSpecial(text[i:])
+		if !ok {
+			i++
+			continue
+		}
+		dst = t.appendOrdinary(dst, text[start:i])
+		dst = append(dst, id)
+		i += len(t.tokens[id])
+		start = i
+	}
+	return t.appendOrdinary(dst, text[start:])
+}
+
+// matchSpecial returns the longest special token that s starts with.
+func (t *Tokenizer) matchSpecial(s string) (int32, bool) {
+	for _, id := range t.specials {
+		if strings.HasPrefix(s, t.tokens[id]) {
+			return id, true
+		}
+	}
+	return 0, false
+}
+
+func (t *Tokenizer) appendOrdinary(dst []int32, text string) []int32 {
+	for i := 0; i < len(text); {
+		j := pretokenEnd(text, i)
+		dst = t.appendWord(dst, text[i:j])
+		i = j
+	}
+	return dst
+}
