@@ -1,0 +1,126 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gorun-dev/gorun/internal/fixtures"
+	"github.com/gorun-dev/gorun/internal/testmodel"
+)
+
+// gorun runs the CLI in-process and returns its exit code, stdout and stderr.
+func gorun(args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	code := run(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// `gorun -m f16 -p P -n 48 --temp 0 --no-display-prompt` prints exactly the reference
+// continuation on stdout, and nothing else.
+func TestGreedyStdoutMatchesReference(t *testing.T) {
+	model := fixtures.Path(t, "gpt2-tiny-f16.gguf")
+	var refs struct {
+		Prompts []struct {
+			Text         string `json:"text"`
+			Greedy48Text string `json:"greedy48_text"`
+		} `json:"prompts"`
+	}
+	b, err := os.ReadFile(fixtures.Path(t, "refs.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &refs); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range refs.Prompts {
+		code, out, errs := gorun("-m", model, "-p", p.Text, "-n", "48", "--temp", "0", "--no-display-prompt", "-t", "2")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errs)
+		}
+		if out != p.Greedy48Text {
+			t.Errorf("%q:\n got %q\nwant %q", p.Text, out, p.Greedy48Text)
+		}
+		if !strings.Contains(errs, "tokens per second") {
+			t.Errorf("no timings on stderr: %q", errs)
+		}
+	}
+	// Without --no-display-prompt the prompt is echoed first.
+	_, out, _ := gorun("-m", model, "-p", refs.Prompts[0].Text, "-n", "48", "--temp", "0")
+	if out != refs.Prompts[0].Text+refs.Prompts[0].Greedy48Text {
+		t.Errorf("with the prompt: %q", out)
+	}
+}
+
+func TestTokenizeIDs(t *testing.T) {
+	model := fixtures.Path(t, "gpt2-tiny-f16.gguf")
+	code, out, errs := gorun("tokenize", "-m", model, "-p", "In the beginning God created", "--ids")
+	if code != 0 || out != "[818,262,3726,1793,2727]\n" {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}
+
+func tinyFile(t *testing.T) string {
+	c, _ := testmodel.Preset("tiny")
+	p := filepath.Join(t.TempDir(), "tiny.gguf")
+	if err := testmodel.Write(p, c); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Bad command lines and bad files give a clear message and a non-zero exit, never a panic.
+func TestBadInput(t *testing.T) {
+	tiny := tinyFile(t)
+	dir := t.TempDir()
+	garbage := filepath.Join(dir, "garbage.gguf")
+	os.WriteFile(garbage, []byte("this is not a model at all, just text"), 0o644)
+	whole, _ := os.ReadFile(tiny)
+	truncated := filepath.Join(dir, "truncated.gguf")
+	os.WriteFile(truncated, whole[:len(whole)/2], 0o644)
+	cases := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"-p", "hi"}, 2, "no model"},
+		{[]string{"-m", tiny, "--bogus"}, 2, "flag provided but not defined"},
+		{[]string{"-m", tiny, "-n", "x"}, 2, "invalid value"},
+		{[]string{"-m", tiny, "--top-p", "0"}, 2, "out of range"},
+		{[]string{"-m", filepath.Join(dir, "missing.gguf"), "-p", "hi"}, 1, "no such file"},
+		{[]string{"-m", garbage, "-p", "hi"}, 1, "gguf"},
+		{[]string{"-m", truncated, "-p", "hi"}, 1, "past the end"},
+		{[]string{"-m", tiny, "-p", "hi", "-c", "1000"}, 1, "exceeds the 64 positions"},
+		{[]string{"-m", tiny, "-p", strings.Repeat("word ", 100), "-n", "4"}, 1, "context is full"},
+		{[]string{"-m", tiny, "-p", "hi", "-ngl", "99"}, 1, "without GPU support"},
+		{[]string{"frobnicate"}, 2, "unknown command"},
+		{[]string{"tokenize", "-p", "x"}, 2, "no model"},
+		{[]string{"perplexity", "-m", tiny}, 2, "no text"},
+	}
+	for _, c := range cases {
+		code, _, errs := gorun(c.args...)
+		if code != c.code || !strings.Contains(errs, c.want) {
+			t.Errorf("gorun %q: exit %d, stderr %q; want exit %d and %q", c.args, code, errs, c.code, c.want)
+		}
+	}
+}
+
+// Generation stops with a message (not an error) when the context fills up.
+func TestContextFullStops(t *testing.T) {
+	code, out, errs := gorun("-m", tinyFile(t), "-p", "hello", "-n", "500", "--ignore-eos", "--seed", "1", "-c", "32")
+	if code != 0 || !strings.Contains(errs, "context of 32 tokens is full") || out == "" {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}
+
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"help"}, {"-h"}, {"tokenize", "-h"}, {"help", "perplexity"}} {
+		code, out, errs := gorun(args...)
+		if code != 0 || !strings.Contains(out+errs, "gorun") {
+			t.Errorf("%q: exit %d", args, code)
+		}
+	}
+}
