@@ -17,6 +17,7 @@ Usage:
   gorun -m MODEL.gguf -p PROMPT [options]      generate text (the default command)
   gorun tokenize -m MODEL.gguf -p TEXT [--ids] print the tokens of a text
   gorun perplexity -m MODEL.gguf -f TEXT       measure perplexity (llama-perplexity's protocol)
+  gorun quantize IN.gguf OUT.gguf TYPE         write a quantized copy of a model
   gorun help [COMMAND]                         show help
 
 Run 'gorun COMMAND -h' for a command's options.
@@ -28,6 +29,7 @@ var commands = map[string]func(args []string, stdout, stderr io.Writer) error{
 	"run":        cmdRun,
 	"tokenize":   cmdTokenize,
 	"perplexity": cmdPerplexity,
+	"quantize":   cmdQuantize,
 }
 
 // errUsage marks errors caused by the command line (already explained on stderr).

@@ -24,7 +24,13 @@ type Backend struct {
 
 	errMu sync.Mutex
 	err   error
+
+	observe func(n *graph.Tensor) // called after each node, on one thread, when set
 }
+
+// SetObserver makes Compute call f after each node with the node's result and inputs still in
+// memory (calibration and debugging use it, like ggml's eval callback). nil turns it off.
+func (b *Backend) SetObserver(f func(n *graph.Tensor)) { b.observe = f }
 
 // threadScratch is per-thread working memory, grown (rarely) before a Compute, never during.
 type threadScratch struct {
@@ -151,6 +157,12 @@ func (b *Backend) run(ith, nth int) {
 		}
 		b.compute(i, n, ith, nth)
 		b.bar.wait()
+		if b.observe != nil {
+			if ith == 0 {
+				b.observe(n)
+			}
+			b.bar.wait()
+		}
 	}
 }
 

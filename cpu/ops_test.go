@@ -35,7 +35,7 @@ func (f *fixture) weight(typ quant.Type, ne ...int) (*graph.Tensor, []float32) {
 	}
 	size, _ := typ.RowSize(int64(n))
 	buf, _ := f.be.Alloc(int(size))
-	if err := quant.QuantizeRowsForTest(typ, buf.Host, vals); err != nil {
+	if err := quant.QuantizeRow(typ, buf.Host, vals); err != nil {
 		f.t.Fatal(err)
 	}
 	// What the kernel sees is the stored (rounded) value.

@@ -24,3 +24,8 @@ type Backend interface {
 	// Close releases the backend's threads and memory it owns.
 	Close() error
 }
+
+// Observable backends can report every node after it is computed.
+type Observable interface {
+	SetObserver(f func(n *Tensor))
+}

@@ -174,3 +174,5 @@ func (m *Model) Threads() int {
 	}
 	return 0
 }
+
+func defaultThreads() int { return cpu.DefaultThreads() }

@@ -16,6 +16,13 @@ type Format struct {
 	// input as an error.
 	Quantize func(dst []byte, src []float32) error
 
+	// QuantizeBetter stores src in dst in the same format as Quantize, choosing scales and
+	// rounding to minimize the weighted squared error sum_j w_j (src_j - stored_j)^2, where w is
+	// importance (per element of src, typically the mean square of the activations that meet
+	// each weight column; nil means a default weighting). nil when the type has no such
+	// quantizer; callers then use Quantize.
+	QuantizeBetter func(dst []byte, src []float32, importance []float32) error
+
 	// DotF32 returns the dot product of the row w (this type) with the float32 vector x,
 	// dequantizing on the fly: the exact path, used where float32 activations are wanted.
 	DotF32 func(w []byte, x []float32) float32

@@ -68,7 +68,7 @@ func mixType(ft FileType, def Type, name string, ne0 int64, info MixInfo) Type {
 			return Q6_K
 		}
 	case strings.Contains(name, "ffn_down"):
-		i := layerOf(name)
+		i := LayerOf(name)
 		switch {
 		case (ft == FileQ4_K_M || ft == FileQ5_K_M) && useMoreBits(i, info.NLayer):
 			return Q6_K
@@ -85,8 +85,8 @@ func useMoreBits(i, n int) bool {
 	return i < n/8 || i >= 7*n/8 || (i-n/8)%3 == 2
 }
 
-// layerOf returns N of a "blk.N." tensor name, or -1.
-func layerOf(name string) int {
+// LayerOf returns N of a "blk.N." tensor name, or -1.
+func LayerOf(name string) int {
 	rest, ok := strings.CutPrefix(name, "blk.")
 	if !ok {
 		return -1
