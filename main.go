@@ -18,6 +18,8 @@ Usage:
   gorun tokenize -m MODEL.gguf -p TEXT [--ids] print the tokens of a text
   gorun perplexity -m MODEL.gguf -f TEXT       measure perplexity (llama-perplexity's protocol)
   gorun quantize IN.gguf OUT.gguf TYPE         write a quantized copy of a model
+  gorun bench -m MODEL.gguf [-p 512] [-n 128]  measure prompt and generation speed (llama-bench)
+  gorun random-model -shape 124M -o OUT.gguf   write a random-weight GPT-2 for benchmarks
   gorun help [COMMAND]                         show help
 
 Run 'gorun COMMAND -h' for a command's options.
@@ -26,10 +28,12 @@ Run 'gorun COMMAND -h' for a command's options.
 // commands maps subcommand names to their entry points. Each returns an error to print; a
 // usage error exits with status 2, others with 1.
 var commands = map[string]func(args []string, stdout, stderr io.Writer) error{
-	"run":        cmdRun,
-	"tokenize":   cmdTokenize,
-	"perplexity": cmdPerplexity,
-	"quantize":   cmdQuantize,
+	"run":          cmdRun,
+	"tokenize":     cmdTokenize,
+	"perplexity":   cmdPerplexity,
+	"quantize":     cmdQuantize,
+	"bench":        cmdBench,
+	"random-model": cmdRandomModel,
 }
 
 // errUsage marks errors caused by the command line (already explained on stderr).

@@ -124,3 +124,63 @@ func TestHelp(t *testing.T) {
 		}
 	}
 }
+
+func TestBenchAndRandomModel(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "r.gguf")
+	if code, _, errs := gorun("random-model", "-shape", "tiny", "-o", p); code != 0 {
+		t.Fatalf("random-model: %s", errs)
+	}
+	code, out, errs := gorun("bench", "-m", p, "-p", "16", "-n", "4", "-r", "2", "-t", "1,2")
+	if code != 0 {
+		t.Fatalf("bench: %s", errs)
+	}
+	for _, want := range []string{"| model", "pp16", "tg4", "±"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("bench output lacks %q:\n%s", want, out)
+		}
+	}
+	if rows := strings.Count(out, "\n"); rows != 2+4 {
+		t.Errorf("%d lines, want header + 4 rows:\n%s", rows, out)
+	}
+	code, out, _ = gorun("bench", "-m", p, "-p", "8", "-n", "0", "-r", "1", "-o", "json")
+	var res []map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || len(res) != 1 || res[0]["test"] != "pp8" {
+		t.Errorf("json output: %q", out)
+	}
+	if code, _, errs := gorun("bench", "-m", p, "-p", "1000"); code != 1 || !strings.Contains(errs, "context") {
+		t.Errorf("prompt longer than the context: exit %d %q", code, errs)
+	}
+}
+
+// gorun quantize writes the file, prints a size table, and refuses bad requests clearly.
+func TestQuantizeCommand(t *testing.T) {
+	src := tinyFile(t)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "q8.gguf")
+	code, stdout, errs := gorun("quantize", src, out, "q8_0", "-t", "2")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if !strings.Contains(stdout, "q8_0") || !strings.Contains(stdout, "bits per weight") || !strings.Contains(errs, "100%") {
+		t.Errorf("stdout %q\nstderr %q", stdout, errs)
+	}
+	if code, _, _ := gorun("-m", out, "-p", "hi", "-n", "3", "--seed", "1"); code != 0 {
+		t.Error("the quantized model does not run")
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"quantize", src, out}, 2, "want IN.gguf OUT.gguf TYPE"},
+		{[]string{"quantize", src, out, "q3_x"}, 2, "unknown quantization type"},
+		{[]string{"quantize", src, src, "q4_0"}, 1, "refusing to overwrite"},
+		{[]string{"quantize", filepath.Join(dir, "none.gguf"), out, "q4_0"}, 1, "no such file"},
+		{[]string{"quantize", src, out, "q4_0", "--reference", "--calib", src}, 2, "do not mix"},
+	} {
+		code, _, errs := gorun(c.args...)
+		if code != c.code || !strings.Contains(errs, c.want) {
+			t.Errorf("gorun %q: exit %d, stderr %q; want exit %d and %q", c.args, code, errs, c.code, c.want)
+		}
+	}
+}

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/gorun-dev/gorun/internal/testmodel"
+	"github.com/gorun-dev/gorun/quant"
+)
+
+func cmdRandomModel(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("random-model", "gorun random-model -shape 124M -o OUT.gguf: write a GPT-2 of a real shape with random weights (for benchmarks; it writes no sensible text)", stderr)
+	shape := fs.String("shape", "124M", "tiny, 124M, 355M, 774M or 1.5B")
+	out := fs.String("o", "", "output `FILE`")
+	typ := fs.String("type", "f16", "matrix type: f32, f16 or bf16")
+	seed := fs.Int64("seed", 1, "random seed")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(pos) > 0:
+		return usageError(fs, stderr, "unexpected argument %q", pos[0])
+	case *out == "":
+		return usageError(fs, stderr, "no output: use -o FILE")
+	}
+	c, err := testmodel.Preset(*shape)
+	if err != nil {
+		return usageError(fs, stderr, "%v", err)
+	}
+	if c.Type, err = quant.ParseType(*typ); err != nil || (c.Type != quant.F32 && c.Type != quant.F16 && c.Type != quant.BF16) {
+		return usageError(fs, stderr, "-type must be f32, f16 or bf16")
+	}
+	c.Seed = *seed
+	if err := testmodel.Write(*out, c); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "wrote %s: GPT-2 %s, %v matrices, random weights\n", *out, *shape, c.Type)
+	return nil
+}
+
+// fileTypeName names a general.file_type value as llama.cpp does.
+func fileTypeName(v uint64) string {
+	switch quant.FileType(v) {
+	case quant.FileAllF32:
+		return "all F32"
+	case quant.FileF16:
+		return "F16"
+	}
+	return quant.FileType(v).String()
+}
