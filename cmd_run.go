@@ -19,11 +19,13 @@ type modelFlags struct {
 	ctx     int
 	batch   int
 	ngl     int
+	q8act   bool
 }
 
 func (m *modelFlags) register(fs interface {
 	StringVar(*string, string, string, string)
 	IntVar(*int, string, int, string)
+	BoolVar(*bool, string, bool, string)
 }) {
 	fs.StringVar(&m.model, "m", "", "model `FILE` (GGUF)")
 	fs.StringVar(&m.model, "model", "", "same as -m")
@@ -35,6 +37,7 @@ func (m *modelFlags) register(fs interface {
 	fs.IntVar(&m.batch, "batch-size", 512, "same as -b")
 	fs.IntVar(&m.ngl, "ngl", 0, "layers to offload to the GPU (needs a CUDA build; 0 here)")
 	fs.IntVar(&m.ngl, "n-gpu-layers", 0, "same as -ngl")
+	fs.BoolVar(&m.q8act, "quantized-activations", false, "quantize activations to 8 bits for quantized weights (ggml's integer path) instead of float32")
 }
 
 func (m *modelFlags) load(stderr io.Writer) (*llm.Model, error) {
@@ -44,7 +47,7 @@ func (m *modelFlags) load(stderr io.Writer) (*llm.Model, error) {
 	if m.threads < 0 || m.ctx < 0 || m.batch < 1 {
 		return nil, fmt.Errorf("-t, -c must be >= 0 and -b >= 1")
 	}
-	return llm.Load(m.model, llm.Options{Threads: m.threads, ContextLength: m.ctx, BatchSize: m.batch})
+	return llm.Load(m.model, llm.Options{Threads: m.threads, ContextLength: m.ctx, BatchSize: m.batch, QuantizedActivations: m.q8act})
 }
 
 func cmdRun(args []string, stdout, stderr io.Writer) error {

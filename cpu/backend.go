@@ -26,7 +26,16 @@ type Backend struct {
 	err   error
 
 	observe func(n *graph.Tensor) // called after each node, on one thread, when set
+
+	// quantAct makes matrix multiplications with quantized weights quantize the activations
+	// (Q8_0/Q8_1/Q8_K, as ggml does) and use integer dot products; qact holds them.
+	quantAct bool
+	qact     []byte
 }
+
+// SetQuantizedActivations chooses ggml's integer dot path for quantized weights (activations
+// quantized to 8 bits per matmul) instead of the default float32 activations.
+func (b *Backend) SetQuantizedActivations(on bool) { b.quantAct = on }
 
 // SetObserver makes Compute call f after each node with the node's result and inputs still in
 // memory (calibration and debugging use it, like ggml's eval callback). nil turns it off.
@@ -118,7 +127,7 @@ func (b *Backend) prepare(g *graph.Graph) error {
 	if len(b.chunks) < len(g.Nodes) {
 		b.chunks = make([]atomic.Int64, len(g.Nodes))
 	}
-	tile, scores := 0, 0
+	tile, scores, qact := 0, 0, 0
 	for i, n := range g.Nodes {
 		b.chunks[i].Store(0)
 		if n.Buf == nil {
@@ -130,12 +139,22 @@ func (b *Backend) prepare(g *graph.Graph) error {
 				return fmt.Errorf("cpu: %v of %q: tensor type %v is not supported", n.Op, n.Src[0].Name, n.Src[0].Type)
 			}
 			tile = max(tile, tileRows*n.Src[0].Ne[0])
+			if f := formatTable[n.Src[0].Type]; n.Op == graph.OpMulMat && b.quantAct && f.VecDot != nil {
+				rs, err := f.VecDotType.RowSize(int64(n.Src[0].Ne[0]))
+				if err != nil {
+					return fmt.Errorf("cpu: %q: %w", n.Src[0].Name, err)
+				}
+				qact = max(qact, int(rs)*n.Src[1].NRows())
+			}
 		case graph.OpAttention:
 			scores = max(scores, n.Src[1].Ne[1])
 		case graph.OpView, graph.OpAdd, graph.OpMul, graph.OpLayerNorm, graph.OpGELU, graph.OpScale, graph.OpStoreKV, graph.OpCopy:
 		default:
 			return fmt.Errorf("cpu: op %v is not supported", n.Op)
 		}
+	}
+	if len(b.qact) < qact {
+		b.qact = make([]byte, qact)
 	}
 	for i := range b.scratch {
 		s := &b.scratch[i]
@@ -177,7 +196,7 @@ func (b *Backend) compute(idx int, n *graph.Tensor, ith, nth int) {
 	case graph.OpLayerNorm:
 		layerNorm(n, ith, nth)
 	case graph.OpMulMat:
-		b.mulMat(idx, n, ith)
+		b.mulMat(idx, n, ith, nth)
 	case graph.OpGELU:
 		unary(n, ith, nth, geluRow)
 	case graph.OpScale:

@@ -8,11 +8,14 @@ import (
 	"testing"
 
 	"github.com/gorun-dev/gorun/internal/testmodel"
+	"github.com/gorun-dev/gorun/quant"
 )
 
 var (
 	benchThreads = flag.Int("threads", 2, "CPU threads for the benchmarks")
 	benchShape   = flag.String("shape", "124M", "GPT-2 shape for the benchmarks (testmodel preset)")
+	benchRecipe  = flag.String("recipe", "f16", "quantization recipe of the benchmark model")
+	benchQAct    = flag.Bool("qact", false, "8-bit activations (ggml's integer path)")
 )
 
 var (
@@ -35,12 +38,23 @@ func benchModel(b *testing.B) *Model {
 			return
 		}
 		benchPath = filepath.Join(dir, *benchShape+".gguf")
-		benchErr = testmodel.Write(benchPath, c)
+		if benchErr = testmodel.Write(benchPath, c); benchErr != nil || *benchRecipe == "f16" {
+			return
+		}
+		ft, err := quant.ParseFileType(*benchRecipe)
+		if err != nil {
+			benchErr = err
+			return
+		}
+		q := filepath.Join(dir, *benchShape+"-"+*benchRecipe+".gguf")
+		if _, benchErr = Quantize(benchPath, q, QuantizeOptions{FileType: ft, Reference: true}); benchErr == nil {
+			benchPath = q
+		}
 	})
 	if benchErr != nil {
 		b.Fatal(benchErr)
 	}
-	m, err := Load(benchPath, Options{Threads: *benchThreads})
+	m, err := Load(benchPath, Options{Threads: *benchThreads, QuantizedActivations: *benchQAct})
 	if err != nil {
 		b.Fatal(err)
 	}

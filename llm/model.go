@@ -39,6 +39,10 @@ type Options struct {
 	// Backend runs the graphs; nil means a CPU backend with Threads threads. The model closes
 	// a backend it made, not one it was given.
 	Backend graph.Backend
+	// QuantizedActivations makes the CPU backend quantize activations to 8 bits for
+	// multiplications with quantized weights, as ggml does (integer dot products), instead of
+	// keeping them float32.
+	QuantizedActivations bool
 }
 
 // Model is a loaded model: mapped weights, tokenizer and backend. It is safe for concurrent use
@@ -81,7 +85,9 @@ func newModel(f *gguf.File, opts Options) (*Model, error) {
 	}
 	m := &Model{file: f, tok: tok, be: opts.Backend}
 	if m.be == nil {
-		m.be, m.ownsBe = cpu.New(opts.Threads), true
+		b := cpu.New(opts.Threads)
+		b.SetQuantizedActivations(opts.QuantizedActivations)
+		m.be, m.ownsBe = b, true
 	}
 	if m.arch, err = models.Load(f, m.be); err != nil {
 		m.closeBackend()

@@ -221,3 +221,36 @@ func withNaN(t *testing.T, src, tensor string) string {
 	}
 	return out
 }
+
+// ggml's integer path (8-bit activations) agrees with the float32 path within the error of
+// quantizing activations to 8 bits, for every weight type, and does not depend on threads.
+func TestQuantizedActivations(t *testing.T) {
+	src := writeTiny(t, func(c *testmodel.Config) { c.Type = quant.F32 })
+	for _, name := range []string{"q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k_m", "q5_k_m", "q6_k"} {
+		ft, _ := quant.ParseFileType(name)
+		out := filepath.Join(t.TempDir(), name+".gguf")
+		if _, err := Quantize(src, out, QuantizeOptions{FileType: ft, Threads: 2}); err != nil {
+			t.Fatal(err)
+		}
+		exact := batchLogits(t, loadFile(t, out), testTokens)
+		load := func(threads int) *Model {
+			m, err := Load(out, Options{Threads: threads, QuantizedActivations: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { m.Close() })
+			return m
+		}
+		q1 := batchLogits(t, load(1), testTokens)
+		q3 := batchLogits(t, load(3), testTokens)
+		// 8-bit activations carry a relative error of about 0.5% per matmul input.
+		if rel := relL2(q1, exact); rel > 0.02 || rel == 0 {
+			t.Errorf("%s: integer path differs from float32 activations by %.3g", name, rel)
+		}
+		for i := range q1 {
+			if q1[i] != q3[i] {
+				t.Fatalf("%s: integer path depends on the thread count", name)
+			}
+		}
+	}
+}
