@@ -34,15 +34,10 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	reps := fs.Int("r", 5, "repetitions of each test")
 	threads := fs.String("t", "", "thread counts, comma-separated (default: one per physical core)")
 	output := fs.String("o", "md", "output format: md or json")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
+	if err := parseModelFlags(fs, args, model, stderr); err != nil {
 		return err
 	}
 	switch {
-	case len(pos) > 0:
-		return usageError(fs, stderr, "unexpected argument %q", pos[0])
-	case *model == "":
-		return usageError(fs, stderr, "no model: use -m FILE")
 	case *reps < 1:
 		return usageError(fs, stderr, "-r must be at least 1")
 	case *output != "md" && *output != "json":

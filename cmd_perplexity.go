@@ -18,16 +18,10 @@ func cmdPerplexity(args []string, stdout, stderr io.Writer) error {
 	file := fs.String("f", "", "text `FILE` to score")
 	fs.StringVar(file, "file", "", "same as -f")
 	scoreAll := fs.Bool("score-all", false, "score every position after the first of each chunk (default: the second half, as llama-perplexity)")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
+	if err := parseModelFlags(fs, args, &mf.model, stderr); err != nil {
 		return err
 	}
-	switch {
-	case len(pos) > 0:
-		return usageError(fs, stderr, "unexpected argument %q", pos[0])
-	case mf.model == "":
-		return usageError(fs, stderr, "no model: use -m FILE")
-	case *file == "":
+	if *file == "" {
 		return usageError(fs, stderr, "no text: use -f FILE")
 	}
 	if mf.ctx == 0 {

@@ -69,26 +69,16 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	seed := fs.Int64("seed", -1, "random seed (-1: a random one, printed to stderr)")
 	noPrompt := fs.Bool("no-display-prompt", false, "do not echo the prompt")
 	ignoreEOS := fs.Bool("ignore-eos", false, "keep generating past the end-of-text token")
-	pos, err := parseFlags(fs, args)
+	if err := parseModelFlags(fs, args, &mf.model, stderr); err != nil {
+		return err
+	}
+	text, err := promptText(fs, stderr, *prompt, *promptFile)
 	if err != nil {
 		return err
 	}
 	switch {
-	case len(pos) > 0:
-		return usageError(fs, stderr, "unexpected argument %q", pos[0])
-	case mf.model == "":
-		return usageError(fs, stderr, "no model: use -m FILE")
-	case *promptFile != "" && *prompt != "":
-		return usageError(fs, stderr, "use -p or -f, not both")
 	case *temp < 0 || *topP <= 0 || *topP > 1 || *minP < 0 || *minP > 1 || *rep <= 0 || *topK < 0:
 		return usageError(fs, stderr, "sampling options out of range")
-	}
-	if *promptFile != "" {
-		b, err := os.ReadFile(*promptFile)
-		if err != nil {
-			return err
-		}
-		*prompt = string(b)
 	}
 	s := uint64(*seed)
 	if *seed < 0 {
@@ -106,7 +96,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	}
 	out := bufio.NewWriter(stdout)
 	if !*noPrompt {
-		out.WriteString(*prompt)
+		out.WriteString(text)
 		out.Flush()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -115,7 +105,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 		Temperature: float32(*temp), TopK: *topK, TopP: float32(*topP), MinP: float32(*minP),
 		RepeatPenalty: float32(*rep), RepeatLastN: *repN, Seed: s,
 	}}
-	st, err := sess.Generate(ctx, *prompt, opts, func(piece string) error {
+	st, err := sess.Generate(ctx, text, opts, func(piece string) error {
 		out.WriteString(piece)
 		return out.Flush() // stream: the user sees each piece as it is made
 	})

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/gorun-dev/gorun/llm"
 	"github.com/gorun-dev/gorun/tokenizer"
@@ -18,30 +17,18 @@ func cmdTokenize(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(text, "prompt", "", "same as -p")
 	file := fs.String("f", "", "read the text from `FILE`")
 	ids := fs.Bool("ids", false, "print only the ids, as one JSON array")
-	pos, err := parseFlags(fs, args)
-	if err != nil {
+	if err := parseModelFlags(fs, args, model, stderr); err != nil {
 		return err
 	}
-	switch {
-	case len(pos) > 0:
-		return usageError(fs, stderr, "unexpected argument %q", pos[0])
-	case *model == "":
-		return usageError(fs, stderr, "no model: use -m FILE")
-	case *file != "" && *text != "":
-		return usageError(fs, stderr, "use -p or -f, not both")
-	}
-	if *file != "" {
-		b, err := os.ReadFile(*file)
-		if err != nil {
-			return err
-		}
-		*text = string(b)
+	input, err := promptText(fs, stderr, *text, *file)
+	if err != nil {
+		return err
 	}
 	tok, err := llm.LoadTokenizer(*model)
 	if err != nil {
 		return err
 	}
-	toks := tok.Encode(*text)
+	toks := tok.Encode(input)
 	if *ids {
 		if toks == nil {
 			toks = []int32{}

@@ -112,6 +112,32 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// parseModelFlags parses a command that takes no positional arguments and needs -m.
+func parseModelFlags(fs *flag.FlagSet, args []string, model *string, stderr io.Writer) error {
+	pos, err := parseFlags(fs, args)
+	switch {
+	case err != nil:
+		return err
+	case len(pos) > 0:
+		return usageError(fs, stderr, "unexpected argument %q", pos[0])
+	case *model == "":
+		return usageError(fs, stderr, "no model: use -m FILE")
+	}
+	return nil
+}
+
+// promptText returns the text of -p, or of the file named by -f.
+func promptText(fs *flag.FlagSet, stderr io.Writer, text, file string) (string, error) {
+	switch {
+	case file != "" && text != "":
+		return "", usageError(fs, stderr, "use -p or -f, not both")
+	case file != "":
+		b, err := os.ReadFile(file)
+		return string(b), err
+	}
+	return text, nil
+}
+
 // usageError prints a message and the usage of fs, and returns errUsage.
 func usageError(fs *flag.FlagSet, stderr io.Writer, format string, a ...any) error {
 	fmt.Fprintf(stderr, "gorun %s: %s\n", fs.Name(), fmt.Sprintf(format, a...))
