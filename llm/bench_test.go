@@ -20,9 +20,19 @@ var (
 
 var (
 	benchOnce sync.Once
+	benchDir  string
 	benchPath string
 	benchErr  error
 )
+
+// TestMain removes the benchmark model (hundreds of MB) when the test binary ends.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if benchDir != "" {
+		os.RemoveAll(benchDir)
+	}
+	os.Exit(code)
+}
 
 // benchModel writes the random model of the benchmark shape once per test binary run.
 func benchModel(b *testing.B) *Model {
@@ -32,6 +42,7 @@ func benchModel(b *testing.B) *Model {
 			benchErr = err
 			return
 		}
+		benchDir = dir
 		c, err := testmodel.Preset(*benchShape)
 		if err != nil {
 			benchErr = err
