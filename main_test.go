@@ -184,3 +184,28 @@ func TestQuantizeCommand(t *testing.T) {
 		}
 	}
 }
+
+// --calib gathers statistics on a text and changes the quantized weights (the importance
+// reaches the quantizer), and the result still runs.
+func TestQuantizeCalibrated(t *testing.T) {
+	src := tinyFile(t)
+	dir := t.TempDir()
+	text := filepath.Join(dir, "calib.txt")
+	os.WriteFile(text, []byte(strings.Repeat("The quick brown fox jumps over the lazy dog. ", 40)), 0o644)
+	plain, calib := filepath.Join(dir, "plain.gguf"), filepath.Join(dir, "calib.gguf")
+	if code, _, errs := gorun("quantize", src, plain, "q4_0", "--pure"); code != 0 {
+		t.Fatal(errs)
+	}
+	code, _, errs := gorun("quantize", src, calib, "q4_0", "--pure", "--calib", text)
+	if code != 0 || !strings.Contains(errs, "statistics for") {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	a, _ := os.ReadFile(plain)
+	b, _ := os.ReadFile(calib)
+	if len(a) != len(b) || bytes.Equal(a, b) {
+		t.Errorf("calibrated file: %d bytes vs %d, identical %v", len(b), len(a), bytes.Equal(a, b))
+	}
+	if code, _, errs := gorun("-m", calib, "-p", "The quick", "-n", "4", "--temp", "0"); code != 0 {
+		t.Errorf("calibrated model: %s", errs)
+	}
+}
