@@ -83,7 +83,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	s := uint64(*seed)
 	if *seed < 0 {
 		s = rand.Uint64() >> 1
-		fmt.Fprintf(stderr, "seed = %d\n", s)
+		if *temp > 0 { // greedy decoding draws no random numbers
+			fmt.Fprintf(stderr, "seed = %d\n", s)
+		}
 	}
 	m, err := mf.load(stderr)
 	if err != nil {
