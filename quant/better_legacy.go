@@ -37,68 +37,31 @@ func prepRow(src, imp []float32) ([]float32, float32, float32, error) {
 	return imp, sigma2, impMean, nil
 }
 
-func betterQ4_0(dst []byte, src []float32, importance []float32) error {
-	imp, sigma2, impMean, err := prepRow(src, importance)
-	if err != nil {
-		return err
-	}
-	var (
-		sp      sweeper
-		w       [32]float32
-		L       [32]int8
-		ref     [sizeQ4_0]byte
-		scratch [64]float32
-	)
-	for i := 0; i < len(src)/32; i++ {
-		x := src[32*i : 32*i+32]
-		blockWeights(w[:], x, sub(imp, 32*i, 32), sigma2, impMean)
-		d := sp.symFit(x, w[:], L[:], -8, 7, symLoQ4, symHiQ4)
-		ds := symStore(x, w[:], L[:], d, -8, 7)
-		b := dst[i*sizeQ4_0 : (i+1)*sizeQ4_0]
-		putF16(b, ds)
-		for j := 0; j < 16; j++ {
-			b[2+j] = uint8(L[j]+8) | uint8(L[j+16]+8)<<4
-		}
-		quantQ4_0(ref[:], x)
-		keepBetter(Q4_0, b, ref[:], x, w[:], scratch[:])
-	}
-	return nil
+func betterQ4_0(dst []byte, src, importance []float32) error {
+	return betterLegacy(Q4_0, dst, src, importance)
 }
 
-func betterQ5_0(dst []byte, src []float32, importance []float32) error {
-	imp, sigma2, impMean, err := prepRow(src, importance)
-	if err != nil {
-		return err
-	}
-	var (
-		sp      sweeper
-		w       [32]float32
-		L       [32]int8
-		ref     [sizeQ5_0]byte
-		scratch [64]float32
-	)
-	for i := 0; i < len(src)/32; i++ {
-		x := src[32*i : 32*i+32]
-		blockWeights(w[:], x, sub(imp, 32*i, 32), sigma2, impMean)
-		d := sp.symFit(x, w[:], L[:], -16, 15, symLoQ5, symHiQ5)
-		ds := symStore(x, w[:], L[:], d, -16, 15)
-		b := dst[i*sizeQ5_0 : (i+1)*sizeQ5_0]
-		putF16(b, ds)
-		var qh uint32
-		for j := 0; j < 16; j++ {
-			q0, q1 := uint8(L[j]+16), uint8(L[j+16]+16)
-			b[6+j] = q0&15 | (q1&15)<<4
-			qh |= uint32(q0>>4) << j
-			qh |= uint32(q1>>4) << (j + 16)
-		}
-		binary.LittleEndian.PutUint32(b[2:], qh)
-		quantQ5_0(ref[:], x)
-		keepBetter(Q5_0, b, ref[:], x, w[:], scratch[:])
-	}
-	return nil
+func betterQ5_0(dst []byte, src, importance []float32) error {
+	return betterLegacy(Q5_0, dst, src, importance)
 }
 
-func betterQ8_0(dst []byte, src []float32, importance []float32) error {
+func betterQ8_0(dst []byte, src, importance []float32) error {
+	return betterLegacy(Q8_0, dst, src, importance)
+}
+
+func betterQ4_1(dst []byte, src, importance []float32) error {
+	return betterLegacy(Q4_1, dst, src, importance)
+}
+
+func betterQ5_1(dst []byte, src, importance []float32) error {
+	return betterLegacy(Q5_1, dst, src, importance)
+}
+
+// betterLegacy quantizes a row of 32-value blocks of type t (Q4_0, Q5_0, Q8_0: x = d*l;
+// Q4_1, Q5_1: x = d*l + m): the search, the float16 choice, packing, and the per-block
+// fallback to the reference block. The types differ only in level ranges, search windows and
+// packing, chosen by switches (function values would make the scratch arrays escape).
+func betterLegacy(t Type, dst []byte, src, importance []float32) error {
 	imp, sigma2, impMean, err := prepRow(src, importance)
 	if err != nil {
 		return err
@@ -106,24 +69,94 @@ func betterQ8_0(dst []byte, src []float32, importance []float32) error {
 	var (
 		sp      sweeper
 		w       [32]float32
-		L       [32]int8
+		L       [32]int8  // symmetric levels
+		U       [32]uint8 // asymmetric levels, and the stored (offset) levels of both
 		ref     [sizeQ8_0]byte
 		scratch [64]float32
 	)
+	size := t.TypeSize()
 	for i := 0; i < len(src)/32; i++ {
 		x := src[32*i : 32*i+32]
 		blockWeights(w[:], x, sub(imp, 32*i, 32), sigma2, impMean)
-		d := sp.symFit(x, w[:], L[:], -128, 127, symLoQ8, symHiQ8)
-		ds := symStore(x, w[:], L[:], d, -128, 127)
-		b := dst[i*sizeQ8_0 : (i+1)*sizeQ8_0]
-		putF16(b, ds)
-		for j, l := range L {
-			b[2+j] = uint8(l)
+		b := dst[i*size : (i+1)*size]
+		if lo, hi, wlo, whi, sym := legacyLevels(t); sym {
+			d := sp.symFit(x, w[:], L[:], lo, hi, wlo, whi)
+			putF16(b, symStore(x, w[:], L[:], d, lo, hi))
+			bias := uint8(-lo) // stored levels are l+8 (Q4_0), l+16 (Q5_0)
+			if t == Q8_0 {
+				bias = 0 // Q8_0 stores the int8 itself
+			}
+			for j, l := range L {
+				U[j] = uint8(l) + bias
+			}
+		} else {
+			d, m := sp.asymFit(x, w[:], U[:], hi, false, wlo, whi, offsetsLegacy)
+			ds, ms := asymStore(x, w[:], U[:], d, m, hi)
+			putF16(b, ds)
+			putF16(b[2:], ms)
 		}
-		quantBlockQ8_0(&ref, (*[32]float32)(x))
-		keepBetter(Q8_0, b, ref[:], x, w[:], scratch[:])
+		packLegacy(t, b, &U)
+		refLegacy(t, ref[:size], x)
+		keepBetter(t, b, ref[:size], x, w[:], scratch[:])
 	}
 	return nil
+}
+
+// legacyLevels gives the level range and inverse-scale search window of a type, and whether
+// it is symmetric (x = d*l) or has a min (x = d*l + m, levels 0..hi).
+func legacyLevels(t Type) (lo, hi int32, wlo, whi float32, sym bool) {
+	switch t {
+	case Q4_0:
+		return -8, 7, symLoQ4, symHiQ4, true
+	case Q5_0:
+		return -16, 15, symLoQ5, symHiQ5, true
+	case Q8_0:
+		return -128, 127, symLoQ8, symHiQ8, true
+	case Q4_1:
+		return 0, 15, asymLo4, asymHi4, false
+	}
+	return 0, 31, asymLo5, asymHi5, false // Q5_1
+}
+
+// packLegacy stores the offset levels q after the block's float16 header: 4-bit pairs for the
+// 4-bit types, 4-bit pairs plus a 32-bit mask of fifth bits for the 5-bit types, bytes for Q8_0.
+func packLegacy(t Type, b []byte, q *[32]uint8) {
+	hdr := 2
+	if t == Q4_1 || t == Q5_1 {
+		hdr = 4
+	}
+	switch t {
+	case Q8_0:
+		copy(b[hdr:], q[:])
+	case Q4_0, Q4_1:
+		for j := 0; j < 16; j++ {
+			b[hdr+j] = q[j] | q[j+16]<<4
+		}
+	default: // Q5_0, Q5_1
+		var qh uint32
+		for j := 0; j < 16; j++ {
+			q0, q1 := q[j], q[j+16]
+			b[hdr+4+j] = q0&15 | (q1&15)<<4
+			qh |= uint32(q0>>4)<<j | uint32(q1>>4)<<(j+16)
+		}
+		binary.LittleEndian.PutUint32(b[hdr:], qh)
+	}
+}
+
+// refLegacy is the reference quantizer's block.
+func refLegacy(t Type, ref []byte, x []float32) {
+	switch t {
+	case Q4_0:
+		quantQ4_0(ref, x)
+	case Q5_0:
+		quantQ5_0(ref, x)
+	case Q8_0:
+		quantBlockQ8_0((*[sizeQ8_0]byte)(ref), (*[32]float32)(x))
+	case Q4_1:
+		quantQ4_1(ref, x)
+	default:
+		quantQ5_1(ref, x)
+	}
 }
 
 // asymStore picks float16 d and m near the fitted ones whose re-rounded levels (in
@@ -154,69 +187,6 @@ func asymStore(x, w []float32, L []uint8, d, m float64, nmax int32) (float32, fl
 		}
 	}
 	return bd, bm
-}
-
-func betterQ4_1(dst []byte, src []float32, importance []float32) error {
-	imp, sigma2, impMean, err := prepRow(src, importance)
-	if err != nil {
-		return err
-	}
-	var (
-		sp      sweeper
-		w       [32]float32
-		L       [32]uint8
-		ref     [sizeQ4_1]byte
-		scratch [64]float32
-	)
-	for i := 0; i < len(src)/32; i++ {
-		x := src[32*i : 32*i+32]
-		blockWeights(w[:], x, sub(imp, 32*i, 32), sigma2, impMean)
-		d, m := sp.asymFit(x, w[:], L[:], 15, false, asymLo4, asymHi4, offsetsLegacy)
-		ds, ms := asymStore(x, w[:], L[:], d, m, 15)
-		b := dst[i*sizeQ4_1 : (i+1)*sizeQ4_1]
-		putF16(b, ds)
-		putF16(b[2:], ms)
-		for j := 0; j < 16; j++ {
-			b[4+j] = L[j] | L[j+16]<<4
-		}
-		quantQ4_1(ref[:], x)
-		keepBetter(Q4_1, b, ref[:], x, w[:], scratch[:])
-	}
-	return nil
-}
-
-func betterQ5_1(dst []byte, src []float32, importance []float32) error {
-	imp, sigma2, impMean, err := prepRow(src, importance)
-	if err != nil {
-		return err
-	}
-	var (
-		sp      sweeper
-		w       [32]float32
-		L       [32]uint8
-		ref     [sizeQ5_1]byte
-		scratch [64]float32
-	)
-	for i := 0; i < len(src)/32; i++ {
-		x := src[32*i : 32*i+32]
-		blockWeights(w[:], x, sub(imp, 32*i, 32), sigma2, impMean)
-		d, m := sp.asymFit(x, w[:], L[:], 31, false, asymLo5, asymHi5, offsetsLegacy)
-		ds, ms := asymStore(x, w[:], L[:], d, m, 31)
-		b := dst[i*sizeQ5_1 : (i+1)*sizeQ5_1]
-		putF16(b, ds)
-		putF16(b[2:], ms)
-		var qh uint32
-		for j := 0; j < 16; j++ {
-			q0, q1 := L[j], L[j+16]
-			b[8+j] = q0&15 | (q1&15)<<4
-			qh |= uint32(q0>>4) << j
-			qh |= uint32(q1>>4) << (j + 16)
-		}
-		binary.LittleEndian.PutUint32(b[4:], qh)
-		quantQ5_1(ref[:], x)
-		keepBetter(Q5_1, b, ref[:], x, w[:], scratch[:])
-	}
-	return nil
 }
 
 // Inverse-scale windows of the asymmetric searches (relative to nmax/(max-min)).
