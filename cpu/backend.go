@@ -18,9 +18,14 @@ type Backend struct {
 	pool    *pool
 	bar     barrier
 
-	g       *graph.Graph
-	chunks  []atomic.Int64 // per-node work counters, for ops split dynamically
-	scratch []threadScratch
+	g      *graph.Graph
+	chunks []atomic.Int64 // per-node work counters, for ops split dynamically
+
+	// The graph last checked by prepare, so a static graph is checked once, not per token.
+	prepared        *graph.Graph
+	preparedVersion uint64
+	preparedQAct    bool
+	scratch         []threadScratch
 
 	errMu sync.Mutex
 	err   error
@@ -112,8 +117,14 @@ func (b *Backend) Close() error {
 // backend does not support, and after running when a kernel met bad input (such as a token id
 // or position out of range), which leaves that kernel's output unwritten but memory untouched.
 func (b *Backend) Compute(g *graph.Graph) error {
-	if err := b.prepare(g); err != nil {
-		return err
+	if g != b.prepared || g.Version() != b.preparedVersion || b.quantAct != b.preparedQAct {
+		if err := b.prepare(g); err != nil {
+			return err
+		}
+		b.prepared, b.preparedVersion, b.preparedQAct = g, g.Version(), b.quantAct
+	}
+	for i := range g.Nodes {
+		b.chunks[i].Store(0)
 	}
 	b.g = g
 	b.err = nil
@@ -122,14 +133,14 @@ func (b *Backend) Compute(g *graph.Graph) error {
 	return b.err
 }
 
-// prepare checks the graph and sizes the scratch memory and counters it needs.
+// prepare checks the graph and sizes the scratch memory and counters it needs (once per built
+// graph).
 func (b *Backend) prepare(g *graph.Graph) error {
 	if len(b.chunks) < len(g.Nodes) {
 		b.chunks = make([]atomic.Int64, len(g.Nodes))
 	}
 	tile, scores, qact := 0, 0, 0
-	for i, n := range g.Nodes {
-		b.chunks[i].Store(0)
+	for _, n := range g.Nodes {
 		if n.Buf == nil {
 			return fmt.Errorf("cpu: node %q (%v) has no memory: graph not bound", n.Name, n.Op)
 		}

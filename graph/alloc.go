@@ -76,6 +76,7 @@ func (g *Graph) Bind(buf *Buffer) error {
 	if buf.Size < g.arena {
 		return fmt.Errorf("graph: arena of %d bytes, plan needs %d", buf.Size, g.arena)
 	}
+	g.version = versions.Add(1)
 	for _, t := range g.planned {
 		t.Buf = buf
 	}

@@ -1,6 +1,9 @@
 package graph
 
-import "fmt"
+import (
+	"fmt"
+	"sync/atomic"
+)
 
 // Graph is the list of nodes that compute some outputs, in an order where every node comes
 // after its inputs. Leaves (weights, inputs, caches) are listed apart.
@@ -10,7 +13,15 @@ type Graph struct {
 	Outputs []*Tensor
 	planned []*Tensor // tensors whose memory lives in the arena (set by Plan)
 	arena   int       // arena bytes the plan needs
+	version uint64    // changes whenever the nodes or their memory change
 }
+
+// versions hands out graph versions, unique across all graphs of the process.
+var versions atomic.Uint64
+
+// Version identifies the graph's current nodes and memory: Build and Bind change it, so a
+// backend can check a graph once and then run it again and again.
+func (g *Graph) Version() uint64 { return g.version }
 
 // NewGraph makes a graph with room for maxNodes nodes and leaves without growing.
 func NewGraph(maxNodes int) *Graph {
@@ -27,6 +38,7 @@ func NewGraph(maxNodes int) *Graph {
 func (g *Graph) Build(outputs ...*Tensor) error {
 	g.Nodes, g.Leaves, g.Outputs = g.Nodes[:0], g.Leaves[:0], g.Outputs[:0]
 	g.planned = g.planned[:0]
+	g.version = versions.Add(1)
 	for _, o := range outputs {
 		o.Flags |= FlagOutput
 		o.Base().Flags |= FlagOutput

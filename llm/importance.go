@@ -17,23 +17,14 @@ type Importance struct {
 }
 
 // Weights returns the per-column mean squares, as quantizers take them.
-//
-// GPT-2 ties its output projection to the token embeddings, and llama.cpp's converter stores
-// the one matrix twice (output.weight, token_embd.weight). Only the output's copy meets
-// activations, but its column statistics describe the embedding's columns as well (the same
-// hidden dimensions), so the embedding copy gets them too. Measured on the tiny model's q4_k_m:
-// KL from f16 0.010904 -> 0.010734 (quant/QUALITY.md).
 func (im *Importance) Weights() map[string][]float32 {
-	out := make(map[string][]float32, len(im.Sums)+1)
+	out := make(map[string][]float32, len(im.Sums))
 	for name, s := range im.Sums {
 		w := make([]float32, len(s))
 		for i, v := range s {
 			w[i] = float32(v / float64(im.Counts[name]))
 		}
 		out[name] = w
-	}
-	if o, ok := out["output.weight"]; ok && out["token_embd.weight"] == nil {
-		out["token_embd.weight"] = o
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -209,7 +210,7 @@ func (q *quantizer) tensor(i int, p quant.TensorPlan) ([]byte, error) {
 	rowIn, _ := ti.Type.RowSize(int64(rowLen))
 	q.out = grow(q.out, rows*int(rowOut))
 	q.f32 = growF32(q.f32, q.threads*rowLen)
-	imp := q.opts.Importance[ti.Name]
+	imp := q.importance(ti)
 	if imp != nil && len(imp) != rowLen {
 		return nil, fmt.Errorf("importance has %d columns, the tensor %d", len(imp), rowLen)
 	}
@@ -270,6 +271,25 @@ func checkStored(f *quant.Format, stored []byte, scratch []float32) error {
 	for _, v := range scratch {
 		if math.IsInf(float64(v), 0) || math.IsNaN(float64(v)) {
 			return fmt.Errorf("values too large for %v (its scales are float16)", f.Type)
+		}
+	}
+	return nil
+}
+
+// importance returns the calibration statistics of a tensor. A tensor that is a byte-for-byte
+// copy of another (GPT-2's tied embeddings: llama.cpp's converter stores the one matrix as
+// token_embd.weight and as output.weight, and only the output copy meets activations) shares
+// the copy's statistics: they describe the same columns. Measured on the tiny model's q4_k_m:
+// KL from f16 0.010904 -> 0.010734 (quant/QUALITY.md).
+func (q *quantizer) importance(ti *gguf.TensorInfo) []float32 {
+	if imp, ok := q.opts.Importance[ti.Name]; ok || q.opts.Importance == nil {
+		return imp
+	}
+	for i := range q.f.Tensors {
+		o := &q.f.Tensors[i]
+		imp, ok := q.opts.Importance[o.Name]
+		if ok && o != ti && o.Type == ti.Type && slices.Equal(o.Dims, ti.Dims) && bytes.Equal(q.f.Data(o), q.f.Data(ti)) {
+			return imp
 		}
 	}
 	return nil
