@@ -14,10 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/gorun-dev/gorun/internal/osutil"
 	"github.com/gorun-dev/gorun/quant"
 )
 
@@ -77,17 +75,17 @@ func Open(path string) (*File, error) {
 	}
 	f, err := parse(data)
 	if err != nil {
-		_ = unix.Munmap(data)
+		_ = unmap(data)
 		return nil, fmt.Errorf("gguf: %s: %w", path, err)
 	}
 	f.mapped = true
-	// The weights will all be read soon; ask for read-ahead. Failure only costs speed.
-	_ = unix.Madvise(data, unix.MADV_WILLNEED)
+	willNeed(data)
 	return f, nil
 }
 
+// mapFile maps a regular file; the open cannot block on a FIFO or a device (osutil.OpenRegular).
 func mapFile(path string) ([]byte, error) {
-	fd, err := os.Open(path)
+	fd, err := osutil.OpenRegular(path)
 	if err != nil {
 		return nil, err
 	}
@@ -98,14 +96,12 @@ func mapFile(path string) ([]byte, error) {
 	}
 	size := st.Size()
 	switch {
-	case !st.Mode().IsRegular():
-		return nil, fmt.Errorf("%s: not a regular file", path)
 	case size == 0:
 		return nil, fmt.Errorf("%s: empty file", path)
 	case size > math.MaxInt:
 		return nil, fmt.Errorf("%s: %d bytes is too large to map", path, size)
 	}
-	data, err := unix.Mmap(int(fd.Fd()), 0, int(size), unix.PROT_READ, unix.MAP_SHARED)
+	data, err := mapRead(fd, int(size))
 	if err != nil {
 		return nil, fmt.Errorf("%s: mmap: %w", path, err)
 	}
@@ -120,7 +116,7 @@ func (f *File) Close() error {
 	}
 	data := f.data
 	f.data = nil
-	if err := unix.Munmap(data); err != nil {
+	if err := unmap(data); err != nil {
 		return fmt.Errorf("gguf: munmap: %w", err)
 	}
 	return nil

@@ -2,9 +2,11 @@ package gguf
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
+	"time"
 )
 
 // raw builds GGUF bytes field by field, so tests can write what the Writer refuses to.
@@ -53,11 +55,11 @@ func validRaw() rawFile {
 		magic: "GGUF", version: 3, nTensors: -1, nKV: -1,
 		kvs: []rawKV{kvStr("general.architecture", "gpt2"), kvU32("gpt2.block_count", 2)},
 		tensors: []rawTensor{
-			{"a", []uint64{4, 2}, 0, 0},   // F32, 32 bytes
-			{"b", []uint64{32}, 8, 32},    // Q8_0, 34 bytes
-			{"c", []uint64{256}, 14, 128}, // Q6_K, 210 bytes
+			{"a", []uint64{4, 2}, 0, 0},  // F32, 32 bytes
+			{"b", []uint64{32}, 8, 32},   // Q8_0, 34 bytes
+			{"c", []uint64{256}, 14, 96}, // Q6_K, 210 bytes
 		},
-		align: 32, dataBytes: 128 + 210,
+		align: 32, dataBytes: 96 + 210,
 	}
 }
 
@@ -169,10 +171,16 @@ func TestMalformed(t *testing.T) {
 		{"long name", func(f *rawFile) { f.tensors[0].name = strings.Repeat("x", MaxTensorName+1) }, "name length 65537 is over the limit"},
 		{"misaligned offset", func(f *rawFile) { f.tensors[1].off = 48 }, `tensor "b": data offset 48 is not a multiple of the alignment 32`},
 		{"offset over int64", func(f *rawFile) { f.tensors[1].off = 1 << 63 }, "data offset 9223372036854775808 is too large"},
-		{"offset past end", func(f *rawFile) { f.tensors[1].off = 1 << 40 }, `tensor "b": data [1099511628000, 1099511628034) ends past the end of the file (562 bytes)`},
-		{"offset huge", func(f *rawFile) { f.tensors[1].off = math.MaxInt64 &^ 31 }, `tensor "b": data [`},
-		{"end past end", func(f *rawFile) { f.tensors[2].off = 160 }, `tensor "c": data [384, 594) ends past the end of the file (562 bytes)`},
+		{"offset past end", func(f *rawFile) { f.tensors[1].off = 1 << 40 }, `tensor "b" has data offset 1099511627776, want 32`},
+		{"offset huge", func(f *rawFile) { f.tensors[1].off = math.MaxInt64 &^ 31 }, `tensor "b" has data offset 9223372036854775776, want 32`},
+		{"gap", func(f *rawFile) { f.tensors[2].off = 160 }, `tensor "c" has data offset 160, want 96`},
+		{"overlap", func(f *rawFile) { f.tensors[2].off = 32 }, `tensor "c" has data offset 32, want 96`},
+		{"same offset", func(f *rawFile) { f.tensors[1].off, f.tensors[2].off = 0, 0 }, `tensor "b" has data offset 0, want 32`},
+		{"out of order", func(f *rawFile) { f.tensors[0], f.tensors[2] = f.tensors[2], f.tensors[0] }, `tensor "c" has data offset 96, want 0`},
+		{"end past end", func(f *rawFile) { f.dataBytes = 96 + 100 }, `tensor "c": data [`},
 		{"data missing", func(f *rawFile) { f.dataBytes = 0 }, "ends past the end of the file"},
+		{"alignment 2^31", func(f *rawFile) { f.kvs = append(f.kvs, kvU32(KeyAlignment, 1<<31)) }, "general.alignment is 2147483648, must be a power of two of at most 1048576"},
+		{"alignment 2^21", func(f *rawFile) { f.kvs = append(f.kvs, kvU32(KeyAlignment, 1<<21)) }, "at most 1048576"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -196,6 +204,7 @@ func TestAlignmentFromFile(t *testing.T) {
 	f.align = 64
 	f.tensors[1].off = 64
 	f.tensors[2].off = 128
+	f.dataBytes = 128 + 210
 	p, err := Parse(f.encode())
 	if err != nil {
 		t.Fatal(err)
@@ -209,14 +218,33 @@ func TestAlignmentFromFile(t *testing.T) {
 	}
 }
 
-// Tensors may be stored in any order and with gaps, as long as each lies inside the file.
-func TestLenientLayout(t *testing.T) {
+// Issue 8, row 4: tensors must lie where llama.cpp requires, at the running aligned sum, so a
+// small file cannot describe many tensors over the same bytes (a copy of which would be huge).
+// 500 tensors of 2 MiB all at offset 0 in a 2 MiB data section: refused at once, having
+// allocated little, by the reader and so by everything built on it.
+func TestOverlappingTensorsRefused(t *testing.T) {
 	f := validRaw()
-	f.tensors[0].off, f.tensors[2].off = 128, 0
-	f.tensors[1].off = 384
-	f.dataBytes = 384 + 34
-	if _, err := Parse(f.encode()); err != nil {
-		t.Fatal(err)
+	f.tensors = nil
+	for i := 0; i < 500; i++ {
+		f.tensors = append(f.tensors, rawTensor{fmt.Sprintf("t%d", i), []uint64{512, 1024}, 0, 0}) // F32, 2 MiB
+	}
+	f.dataBytes = 2 << 20
+	b := f.encode()
+	start, before := time.Now(), heapAllocs()
+	_, err := Parse(b)
+	used, took := heapAllocs()-before, time.Since(start)
+	if err == nil || !strings.Contains(err.Error(), `tensor "t1" has data offset 0, want 2097152`) {
+		t.Fatalf("error %v", err)
+	}
+	if used > 1<<20 || took > 2*time.Second {
+		t.Errorf("refusing took %v and allocated %d bytes", took, used)
+	}
+	// Laid out as the rule says, the same tensors need a data section 500 times as large.
+	for i := range f.tensors {
+		f.tensors[i].off = uint64(i) << 21
+	}
+	if _, err := Parse(f.encode()); err == nil || !strings.Contains(err.Error(), `tensor "t1": data [`) {
+		t.Fatalf("packed but short: %v", err)
 	}
 }
 
@@ -241,5 +269,34 @@ func TestTruncated(t *testing.T) {
 				t.Fatalf("prefix of %d bytes, past the data: %v", n, err)
 			}
 		}
+	}
+}
+
+// Issue 8, row 11: an array of strings costs its bytes in the file and no more when parsed: a
+// header of two million empty tokens (16 MB) used to cost 32 MB of string headers on top,
+// before anything could compare the count with the model's tensors.
+func TestStringArrayCostsItsBytes(t *testing.T) {
+	const n = 2 << 20
+	f := validRaw()
+	f.kvs = append(f.kvs, func(r *raw) {
+		r.str("tokenizer.ggml.tokens").u32(uint32(TypeArray)).u32(uint32(TypeString)).u64(n)
+		r.b = append(r.b, make([]byte, 8*n)...)
+	})
+	b := f.encode()
+	before := heapAllocs()
+	p, err := Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if used := heapAllocs() - before; used > 8*n+1<<20 {
+		t.Errorf("parsing %d empty strings allocated %d bytes", n, used)
+	}
+	v, _ := p.Get("tokenizer.ggml.tokens")
+	if v.Len() != n || v.Index(n-1).Interface() != "" {
+		t.Fatalf("len %d", v.Len())
+	}
+	s, err := p.Strings("tokenizer.ggml.tokens")
+	if err != nil || len(s) != n {
+		t.Fatal(len(s), err)
 	}
 }

@@ -15,6 +15,10 @@ const (
 	MaxTensorName = 64 << 10
 	// MaxDims is ggml's GGML_MAX_DIMS.
 	MaxDims = 4
+	// MaxAlignment bounds general.alignment: llama.cpp only asks for a power of two, but
+	// padding every tensor to gigabytes would make a tiny file describe (and a copy of it
+	// write) gigabytes of nothing.
+	MaxAlignment = 1 << 20
 	// maxNesting bounds arrays of arrays so a hostile file cannot recurse deeply.
 	maxNesting = 8
 	// Smallest encodings, used to check counts before allocating: a KV is a key length, a
@@ -257,6 +261,9 @@ func readArray(r *reader, depth int) (Value, error) {
 	switch elem {
 	case TypeString:
 		v.arr, err = readStrings(r, int(n))
+		if err != nil {
+			return Value{}, err
+		}
 	case TypeArray:
 		v.arr, err = readArrays(r, int(n), depth)
 	default:
@@ -265,29 +272,21 @@ func readArray(r *reader, depth int) (Value, error) {
 	return v, err
 }
 
-// readStrings copies the whole run of strings into one Go string and slices it: one
-// allocation for a 50k-token vocabulary instead of 50k.
-func readStrings(r *reader, n int) ([]string, error) {
+// readStrings checks the lengths of a run of strings and copies the run, as it is stored, into
+// one Go string: one allocation of the file's own bytes, whatever the count.
+func readStrings(r *reader, n int) (packedStrings, error) {
 	start := r.off
 	for i := 0; i < n; i++ {
 		l, err := r.u64("string length")
 		if err != nil {
-			return nil, fmt.Errorf("element %d: %w", i, err)
+			return packedStrings{}, fmt.Errorf("element %d: %w", i, err)
 		}
 		if err := r.need(l, "string"); err != nil {
-			return nil, fmt.Errorf("element %d: %w", i, err)
+			return packedStrings{}, fmt.Errorf("element %d: %w", i, err)
 		}
 		r.off += int(l)
 	}
-	all := string(r.b[start:r.off])
-	out := make([]string, n)
-	p := 0
-	for i := range out {
-		l := int(binary.LittleEndian.Uint64(r.b[start+p:]))
-		out[i] = all[p+8 : p+8+l]
-		p += 8 + l
-	}
-	return out, nil
+	return packedStrings{n: n, raw: string(r.b[start:r.off])}, nil
 }
 
 func readArrays(r *reader, n int, depth int) ([]Value, error) {
@@ -361,8 +360,8 @@ func (f *File) setAlignment() error {
 		return fmt.Errorf("%s is %s, must be uint32", KeyAlignment, v.Type())
 	}
 	a := v.bits
-	if a == 0 || a&(a-1) != 0 {
-		return fmt.Errorf("%s is %d, must be a power of two", KeyAlignment, a)
+	if a == 0 || a&(a-1) != 0 || a > MaxAlignment {
+		return fmt.Errorf("%s is %d, must be a power of two of at most %d", KeyAlignment, a, MaxAlignment)
 	}
 	f.Alignment = int(a)
 	return nil
@@ -481,12 +480,20 @@ func elements(dims []int64) (int64, error) {
 	return n, nil
 }
 
-// checkTensorData checks that every tensor's bytes lie inside the file. Any order and any
-// gaps are accepted (llama.cpp itself insists on the packed layout it writes).
+// checkTensorData checks the layout llama.cpp's gguf_init_from_file requires: the tensors are
+// stored in the order they are described, each at exactly the running sum of the sizes before
+// it, each padded to the alignment (so tensors never overlap and a copy of the file is no
+// larger than its data), and every tensor's bytes lie inside the file.
 func (f *File) checkTensorData() error {
 	size := int64(len(f.data))
+	var want int64
 	for i := range f.Tensors {
 		ti := &f.Tensors[i]
+		if ti.Offset != want {
+			return fmt.Errorf("tensor %q has data offset %d, want %d (tensors must be stored in order, each padded to the alignment %d, as llama.cpp requires)",
+				ti.Name, ti.Offset, want, f.Alignment)
+		}
+		want = saturatingAdd(want, alignUp(min(ti.Size, math.MaxInt64-int64(f.Alignment)), int64(f.Alignment)))
 		if f.DataOffset > size || ti.Offset > size-f.DataOffset || ti.Size > size-f.DataOffset-ti.Offset {
 			start := saturatingAdd(f.DataOffset, ti.Offset)
 			return fmt.Errorf("tensor %q: data [%d, %d) ends past the end of the file (%d bytes)",

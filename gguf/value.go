@@ -91,8 +91,44 @@ type Value struct {
 	bits uint64
 	str  string
 	// arr is the array as a typed slice: []uint8 ... []float64, []bool, []string, or []Value
-	// for arrays of arrays.
+	// for arrays of arrays; a parsed array of strings is a packedStrings.
 	arr any
+}
+
+// packedStrings is an array of strings as a file stores it, n times a u64 length and the
+// bytes, held in one string copied out of the file (whose lengths the reader checked). Parsed
+// string arrays stay packed, so a vocabulary costs its bytes in the file and no more until a
+// caller asks for the strings: a header that declares ten million empty tokens costs 80 MB,
+// not the 160 MB of their string headers on top.
+type packedStrings struct {
+	n   int
+	raw string
+}
+
+// each calls fn with every element in order until fn returns false.
+func (p packedStrings) each(fn func(i int, s string) bool) {
+	off := 0
+	for i := 0; i < p.n; i++ {
+		l := int(le64(p.raw[off : off+8]))
+		s := p.raw[off+8 : off+8+l]
+		off += 8 + l
+		if !fn(i, s) {
+			return
+		}
+	}
+}
+
+func le64(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// strings returns the elements (substrings of raw: no copy of the bytes).
+func (p packedStrings) strings() []string {
+	out := make([]string, p.n)
+	p.each(func(i int, s string) bool { out[i] = s; return true })
+	return out
 }
 
 // Type is the value's type; TypeArray for arrays.
@@ -128,6 +164,8 @@ func (v Value) Len() int {
 		return len(a)
 	case []string:
 		return len(a)
+	case packedStrings:
+		return a.n
 	case []uint64:
 		return len(a)
 	case []int64:
@@ -203,11 +241,16 @@ func (v Value) AsString() (string, error) {
 
 // AsStrings returns a copy of an array of strings.
 func (v Value) AsStrings() ([]string, error) {
-	a, ok := v.arr.([]string)
-	if !ok || v.typ != TypeArray {
+	if v.typ != TypeArray {
 		return nil, v.typeError("an array of string")
 	}
-	return slices.Clone(a), nil
+	switch a := v.arr.(type) {
+	case []string:
+		return slices.Clone(a), nil
+	case packedStrings:
+		return a.strings(), nil
+	}
+	return nil, v.typeError("an array of string")
 }
 
 // AsInt32s returns an array of any integer type as int32s, failing on an element that does
@@ -240,10 +283,13 @@ func (v Value) AsFloat32s() ([]float32, error) {
 
 // Array returns the array as the typed slice it is stored in ([]uint8 ... []float64, []bool,
 // []string, or []Value for arrays of arrays), or nil for a scalar. The slice is shared: do not
-// modify it.
+// modify it (a parsed array of strings is decoded afresh by each call).
 func (v Value) Array() any {
 	if v.typ != TypeArray {
 		return nil
+	}
+	if p, ok := v.arr.(packedStrings); ok {
+		return p.strings()
 	}
 	return v.arr
 }
@@ -277,7 +323,7 @@ func (v Value) Interface() any {
 	case TypeFloat64:
 		return math.Float64frombits(v.bits)
 	}
-	return v.arr
+	return v.Array()
 }
 
 // String renders the value for people: strings quoted, long arrays abbreviated.
@@ -304,10 +350,15 @@ func (v Value) String() string {
 }
 
 // Index returns element i of an array as a Value; it panics when i is out of range, like
-// indexing a slice.
+// indexing a slice. For a parsed array of strings it costs O(i): use AsStrings to walk one.
 func (v Value) Index(i int) Value {
 	e := Value{typ: v.elem}
 	switch a := v.arr.(type) {
+	case packedStrings:
+		if i < 0 || i >= a.n {
+			panic(fmt.Sprintf("gguf: index %d out of range [0:%d]", i, a.n))
+		}
+		a.each(func(j int, s string) bool { e.str = s; return j < i })
 	case []uint8:
 		e.bits = uint64(a[i])
 	case []int8:

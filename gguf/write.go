@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/gorun-dev/gorun/internal/osutil"
 	"github.com/gorun-dev/gorun/quant"
 )
 
@@ -32,11 +33,11 @@ func NewWriter() *Writer {
 	return &Writer{align: DefaultAlignment, kvIndex: map[string]int{}, names: map[string]int{}}
 }
 
-// SetAlignment sets the data alignment, a power of two. A value other than 32 is also recorded
-// as general.alignment (uint32), as readers need it.
+// SetAlignment sets the data alignment, a power of two of at most MaxAlignment. A value other
+// than 32 is also recorded as general.alignment (uint32), as readers need it.
 func (w *Writer) SetAlignment(n int) error {
-	if n <= 0 || n&(n-1) != 0 || n > math.MaxUint32 {
-		return fmt.Errorf("gguf: alignment %d is not a power of two", n)
+	if n <= 0 || n&(n-1) != 0 || n > MaxAlignment {
+		return fmt.Errorf("gguf: alignment %d is not a power of two of at most %d", n, MaxAlignment)
 	}
 	if _, had := w.kvIndex[KeyAlignment]; n == DefaultAlignment && !had {
 		w.align = n
@@ -72,8 +73,8 @@ func (w *Writer) Set(key string, v any) error {
 
 // applyAlignment validates a general.alignment value and re-lays the tensors out with it.
 func (w *Writer) applyAlignment(v Value) error {
-	if v.Type() != TypeUint32 || v.bits == 0 || v.bits&(v.bits-1) != 0 {
-		return fmt.Errorf("gguf: %s must be a uint32 power of two, got %s %v", KeyAlignment, v.Type(), v)
+	if v.Type() != TypeUint32 || v.bits == 0 || v.bits&(v.bits-1) != 0 || v.bits > MaxAlignment {
+		return fmt.Errorf("gguf: %s must be a uint32 power of two of at most %d, got %s %v", KeyAlignment, MaxAlignment, v.Type(), v)
 	}
 	w.align = int(v.bits)
 	w.layout()
@@ -235,10 +236,7 @@ func (w *Writer) header() []byte {
 		b = binary.LittleEndian.AppendUint32(b, uint32(ti.Type))
 		b = binary.LittleEndian.AppendUint64(b, uint64(ti.Offset))
 	}
-	for len(b)%w.align != 0 {
-		b = append(b, 0)
-	}
-	return b
+	return append(b, make([]byte, alignUp(int64(len(b)), int64(w.align))-int64(len(b)))...)
 }
 
 func appendString(b []byte, s string) []byte {
@@ -277,6 +275,8 @@ func appendArray(b []byte, v Value) []byte {
 		for _, s := range a {
 			b = appendString(b, s)
 		}
+	case packedStrings:
+		b = append(b, a.raw...) // already in the file's encoding
 	case []Value:
 		for _, e := range a {
 			b = appendArray(b, e)
@@ -288,8 +288,10 @@ func appendArray(b []byte, v Value) []byte {
 	return b
 }
 
+// zeros is padding, written in large pieces.
+var zeros [64 << 10]byte
+
 func writeZeros(w io.Writer, n int64) error {
-	var zeros [256]byte
 	for n > 0 {
 		k := min(n, int64(len(zeros)))
 		if _, err := w.Write(zeros[:k]); err != nil {
@@ -300,9 +302,12 @@ func writeZeros(w io.Writer, n int64) error {
 	return nil
 }
 
-// WriteFile writes the file to path atomically: into a temporary file in the same directory,
-// synced, then renamed over path. On any error the temporary file is removed and path is left
-// as it was.
+// WriteFile writes the file to path atomically: into the temporary file TempPath(path) in the
+// same directory, synced, renamed over path, and the directory synced. On any error the
+// temporary file is removed and path is left as it was. Where path is a symbolic link, the
+// file it points to is replaced (the link stays); an existing file keeps its permissions,
+// a new one gets 0666 less the umask. A directory or other non-regular path is refused
+// (ResolveOutput) before anything is written.
 func (w *Writer) WriteFile(path string, data func(i int, ti *TensorInfo) ([]byte, error)) error {
 	return w.writeFile(path, func(out io.Writer) error {
 		_, err := w.WriteTo(out, data)
@@ -319,22 +324,38 @@ func (w *Writer) WriteFileStream(path string, data func(i int, ti *TensorInfo, d
 }
 
 func (w *Writer) writeFile(path string, write func(io.Writer) error) (err error) {
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp-*")
+	target, err := ResolveOutput(path)
+	if err != nil {
+		return err
+	}
+	perm := os.FileMode(0o666) // less the umask, applied by the system
+	keep := false
+	if st, err := os.Stat(target); err == nil {
+		perm, keep = st.Mode().Perm(), true
+	}
+	tmpPath := TempPath(target)
+	// A previous run that was killed may have left the temporary file: replace it. O_EXCL then
+	// guarantees the file written is a new one (never a link someone planted at that name).
+	if err := os.Remove(tmpPath); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("gguf: removing the leftover %s: %w", tmpPath, err)
+	}
+	tmp, err := os.OpenFile(tmpPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {
 		return fmt.Errorf("gguf: %w", err)
 	}
 	defer func() {
 		if err != nil {
 			tmp.Close()
-			os.Remove(tmp.Name())
+			os.Remove(tmpPath)
 		}
 	}()
 	if err = write(tmp); err != nil {
 		return err
 	}
-	// CreateTemp makes the file 0600; a model file is ordinarily readable by all.
-	if err = tmp.Chmod(0o644); err != nil {
-		return fmt.Errorf("gguf: %w", err)
+	if keep { // the creation mode was reduced by the umask; an existing file keeps its own
+		if err = tmp.Chmod(perm); err != nil {
+			return fmt.Errorf("gguf: %w", err)
+		}
 	}
 	if err = tmp.Sync(); err != nil {
 		return fmt.Errorf("gguf: %w", err)
@@ -342,10 +363,58 @@ func (w *Writer) writeFile(path string, write func(io.Writer) error) (err error)
 	if err = tmp.Close(); err != nil {
 		return fmt.Errorf("gguf: %w", err)
 	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
+	if err = os.Rename(tmpPath, target); err != nil {
 		return fmt.Errorf("gguf: %w", err)
 	}
+	if err := osutil.SyncDir(filepath.Dir(target)); err != nil {
+		return fmt.Errorf("gguf: syncing the directory of %s: %w", target, err)
+	}
 	return nil
+}
+
+// TempPath is the temporary file WriteFile writes before renaming it to path: path + ".tmp".
+// The name is predictable so that a run that was killed leaves at most one, which the next
+// run replaces, and so that a signal handler can remove it.
+func TempPath(path string) string { return path + ".tmp" }
+
+// ResolveOutput returns the file WriteFile will write for path: path itself, or, when path is
+// a symbolic link (even a dangling one), the file it points to. It fails when that is a
+// directory or another non-regular file, or when its directory does not exist, so that a
+// caller can check an output before doing the work that produces it.
+func ResolveOutput(path string) (string, error) {
+	target := path
+	for hops := 0; ; hops++ {
+		st, err := os.Lstat(target)
+		if errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		if err != nil {
+			return "", fmt.Errorf("gguf: %w", err)
+		}
+		if st.Mode()&os.ModeSymlink == 0 {
+			if !st.Mode().IsRegular() {
+				return "", fmt.Errorf("gguf: output %s is not a regular file", path)
+			}
+			break
+		}
+		if hops == 40 {
+			return "", fmt.Errorf("gguf: output %s: too many levels of symbolic links", path)
+		}
+		link, err := os.Readlink(target)
+		if err != nil {
+			return "", fmt.Errorf("gguf: %w", err)
+		}
+		if !filepath.IsAbs(link) {
+			link = filepath.Join(filepath.Dir(target), link)
+		}
+		target = link
+	}
+	if st, err := os.Stat(filepath.Dir(target)); err != nil {
+		return "", fmt.Errorf("gguf: output directory: %w", err)
+	} else if !st.IsDir() {
+		return "", fmt.Errorf("gguf: output %s: %s is not a directory", path, filepath.Dir(target))
+	}
+	return target, nil
 }
 
 // countingWriter counts the bytes that reach the destination.
