@@ -51,6 +51,7 @@ type Tokenizer struct {
 	specials     []int32 // special ids, longest text first
 	specialFirst [256]bool
 	specialByte  int // the single first byte of all specials, or -1
+	matcher      *specialMatcher
 
 	eos   int32
 	cache wordCache
@@ -170,6 +171,9 @@ func New(tokens []string, merges []string, types []int32) (*Tokenizer, error) {
 		default:
 			t.specialByte = -2
 		}
+	}
+	if len(t.specials) > 0 {
+		t.matcher = newSpecialMatcher(t.tokens, t.specials)
 	}
 	t.cache.m = make(map[string][]int32)
 	return t, nil
@@ -303,6 +307,9 @@ func (t *Tokenizer) AppendEncode(dst []int32, text string) []int32 {
 	if len(t.specials) == 0 {
 		return t.appendOrdinary(dst, text)
 	}
+	// best[i-winStart] is the longest special at i, for i in [winStart, winStart+len(best)).
+	var best []int32
+	winStart := 0
 	start := 0
 	for i := 0; i < len(text); {
 		if t.specialByte >= 0 {
@@ -315,8 +322,17 @@ func (t *Tokenizer) AppendEncode(dst []int32, text string) []int32 {
 			i++
 			continue
 		}
-		id, ok := t.matchSpecial(text[i:])
-		if !ok {
+		if i >= winStart+len(best) {
+			if best == nil {
+				best = make([]int32, min(t.matcher.window(), len(text)))
+			}
+			winStart = i
+			n := min(len(best), len(text)-i)
+			best = best[:n]
+			t.matcher.fill(best, text, i)
+		}
+		id := best[i-winStart]
+		if id < 0 {
 			i++
 			continue
 		}
@@ -328,7 +344,8 @@ func (t *Tokenizer) AppendEncode(dst []int32, text string) []int32 {
 	return t.appendOrdinary(dst, text[start:])
 }
 
-// matchSpecial returns the longest special token that s starts with.
+// matchSpecial returns the longest special token that s starts with (by trying each: the
+// reference the matcher is tested against).
 func (t *Tokenizer) matchSpecial(s string) (int32, bool) {
 	for _, id := range t.specials {
 		if strings.HasPrefix(s, t.tokens[id]) {
