@@ -25,10 +25,17 @@ import (
 //     sub-block's actual error, the float16 super-block scales are refitted by least squares
 //     once the codes are fixed, and the levels are re-chosen under the final stored scales.
 
-// An event marks an inverse scale s at which the level of element j moves one step; it is
-// stored as s's bits (positive floats order as their bits do) above j, so that events sort as
-// plain integers.
-func event(s float32, j int) uint64 { return uint64(math.Float32bits(s))<<32 | uint64(j) }
+// An event marks an inverse scale s at which the level of element j moves one step, from
+// magnitude k to k+1; it is stored as s's bits (positive floats order as their bits do) above
+// k and j (bits 8..15 and 0..7), so that events sort as plain integers and the sweep finds
+// each step's sums' increments without reading the current levels.
+func event(s float32, j int, k int32) uint64 {
+	return uint64(math.Float32bits(s))<<32 | uint64(uint8(k))<<8 | uint64(j)
+}
+
+func eventJ(e uint64) int { return int(uint8(e)) }
+
+func eventK(e uint64) int32 { return int32(uint8(e >> 8)) }
 
 func eventS(e uint64) float32 { return math.Float32frombits(uint32(e >> 32)) }
 
@@ -38,7 +45,7 @@ func eventS(e uint64) float32 { return math.Float32frombits(uint32(e >> 32)) }
 // visited, and with several buckets per event nearly all ties between buckets are real ones.
 // out receives the ordered events.
 func (sp *sweeper) sortEvents(ne int, sa, sb float32) {
-	ev, out := sp.evs[:ne], sp.ev[:ne]
+	ev, out, key := sp.evs[:ne], sp.ev[:ne], sp.key[:ne]
 	nb := int32(64)
 	for nb < 2*int32(ne) {
 		nb *= 2
@@ -46,17 +53,21 @@ func (sp *sweeper) sortEvents(ne int, sa, sb float32) {
 	count := sp.count[:nb+1]
 	clear(count)
 	scale := float32(nb) / (sb - sa)
-	for _, e := range ev {
+	for i, e := range ev {
 		b := int32((eventS(e) - sa) * scale)
 		b = max(0, min(nb-1, b))
+		key[i] = uint16(b)
 		count[b+1]++
 	}
-	for b := int32(1); b <= nb; b++ {
-		count[b] += count[b-1]
+	// Running sum in a register: a store-to-load chain through count[b-1] costs several cycles
+	// per bucket.
+	var run uint16
+	for b := range count {
+		run += count[b]
+		count[b] = run
 	}
-	for _, e := range ev {
-		b := int32((eventS(e) - sa) * scale)
-		b = max(0, min(nb-1, b))
+	for i, e := range ev {
+		b := key[i]
 		out[count[b]] = e
 		count[b]++
 	}
@@ -66,7 +77,22 @@ func (sp *sweeper) sortEvents(ne int, sa, sb float32) {
 // one zeroing serves a whole row).
 type sweeper struct {
 	evs, ev [maxEvents]uint64
+	key     [maxEvents]uint16
 	count   [2*maxEvents + 1]uint16
+}
+
+// sweepLimit is the number of sorted events a sweep takes: all of them, or when the window was
+// cut short at sb (maxEvents), those before the first one beyond it.
+func (sp *sweeper) sweepLimit(ne int, cut bool, sb float32) int {
+	if !cut {
+		return ne // every event was generated at or below sb
+	}
+	for k := 0; k < ne; k++ {
+		if eventS(sp.ev[k]) > sb {
+			return k
+		}
+	}
+	return ne
 }
 
 // maxEvents bounds the events one sweep considers; the window is cut short where it would
@@ -171,7 +197,8 @@ func (sp *sweeper) symFit(x, w []float32, L []int8, lmin, lmax int32, wlo, whi f
 	var (
 		evs, ev   = &sp.evs, &sp.ev
 		lv, bestL [32]int32
-		bestN     = 0.0 // the best score is bestN/bestD: sxl^2/sll, error = sxx - score
+		ax        [32]float64 // w*|y| of each element
+		bestN     = 0.0       // the best score is bestN/bestD: sxl^2/sll, error = sxx - score
 		bestD     = 1.0
 		bestSign  float64
 		sxx       float64
@@ -194,10 +221,10 @@ func (sp *sweeper) symFit(x, w []float32, L []int8, lmin, lmax int32, wlo, whi f
 		sa, sb := s0*wlo, s0*whi
 		var sxl, sll float64
 		ne := 0
+		cut := false
 		for j, v := range x {
 			y := sg * v
 			l := clampL(nearestInt(sa*y), lmin, lmax)
-			lv[j] = l
 			fw := float64(w[j])
 			sxl += fw * float64(y) * float64(l)
 			sll += fw * float64(l) * float64(l)
@@ -211,6 +238,9 @@ func (sp *sweeper) symFit(x, w []float32, L []int8, lmin, lmax int32, wlo, whi f
 			default:
 				continue
 			}
+			// A step away from zero adds w*|y| to sum w*y*l (exactly the old +w*y or -w*y)
+			// and w*(2k+1) to sum w*l^2, k the magnitude before the step.
+			ax[j] = fw * float64(ay)
 			iy := 1 / ay
 			for ; k < kend; k++ {
 				s := (float32(k) + 0.5) * iy
@@ -219,9 +249,10 @@ func (sp *sweeper) symFit(x, w []float32, L []int8, lmin, lmax int32, wlo, whi f
 				}
 				if ne == maxEvents {
 					sb = s // keep the sweep exact: stop before the first event left out
+					cut = true
 					break
 				}
-				evs[ne] = event(s, j)
+				evs[ne] = event(s, j, k)
 				ne++
 			}
 		}
@@ -230,19 +261,11 @@ func (sp *sweeper) symFit(x, w []float32, L []int8, lmin, lmax int32, wlo, whi f
 		if sxl > 0 && sll > 0 && sxl*sxl*bestD > bestN*sll {
 			bestN, bestD, bestK = sxl*sxl, sll, -1
 		}
-		for k := 0; k < ne && eventS(ev[k]) <= sb; k++ {
-			j := int32(ev[k])
-			fw := float64(w[j])
-			l := lv[j]
-			if sg*x[j] > 0 {
-				sxl += fw * float64(sg*x[j])
-				sll += fw * float64(2*l+1)
-				lv[j] = l + 1
-			} else {
-				sxl -= fw * float64(sg*x[j])
-				sll += fw * float64(-2*l+1)
-				lv[j] = l - 1
-			}
+		lim := sp.sweepLimit(ne, cut, sb)
+		for k, e := range ev[:lim] {
+			j := eventJ(e)
+			sxl += ax[j]
+			sll += float64(w[j]) * float64(2*eventK(e)+1)
 			if sxl > 0 && sll > 0 && sxl*sxl*bestD > bestN*sll {
 				bestN, bestD, bestK = sxl*sxl, sll, k
 			}
@@ -255,8 +278,8 @@ func (sp *sweeper) symFit(x, w []float32, L []int8, lmin, lmax int32, wlo, whi f
 		for j, v := range x {
 			bestL[j] = clampL(nearestInt(sa*sg*v), lmin, lmax)
 		}
-		for k := 0; k <= bestK; k++ {
-			j := int32(ev[k])
+		for _, e := range ev[:bestK+1] {
+			j := eventJ(e)
 			if sg*x[j] > 0 {
 				bestL[j]++
 			} else {
@@ -394,7 +417,8 @@ func (sp *sweeper) asymFit(x, w []float32, L []uint8, nmax int32, nonPosMin bool
 	var (
 		evs, ev   = &sp.evs, &sp.ev
 		lv, bestL [32]int32
-		bestN     = 0.0 // the best error reduction is bestN/bestD
+		wx        [32]float64 // w*x of each element
+		bestN     = 0.0       // the best error reduction is bestN/bestD
 		bestD     = 1.0
 		found     bool
 	)
@@ -426,10 +450,10 @@ func (sp *sweeper) asymFit(x, w []float32, L []uint8, nmax int32, nonPosMin bool
 		sa, sb := s0*wlo, s0*whi
 		var sl, sll, sxl float64
 		ne := 0
+		cut := false
 		for j, v := range x {
 			y := v - m0
 			l := clampL(nearestInt(sa*y), 0, nmax)
-			lv[j] = l
 			fw := float64(w[j])
 			sl += fw * float64(l)
 			sll += fw * float64(l) * float64(l)
@@ -437,6 +461,7 @@ func (sp *sweeper) asymFit(x, w []float32, L []uint8, nmax int32, nonPosMin bool
 			if y <= 0 {
 				continue
 			}
+			wx[j] = fw * float64(v) // a step adds w to sum w*l, w*(2k+1) to sum w*l^2, w*x to sum w*x*l
 			iy := 1 / y
 			for k := l; k < nmax; k++ {
 				s := (float32(k) + 0.5) * iy
@@ -445,9 +470,10 @@ func (sp *sweeper) asymFit(x, w []float32, L []uint8, nmax int32, nonPosMin bool
 				}
 				if ne == maxEvents {
 					sb = s
+					cut = true
 					break
 				}
-				evs[ne] = event(s, j)
+				evs[ne] = event(s, j, k)
 				ne++
 			}
 		}
@@ -456,14 +482,13 @@ func (sp *sweeper) asymFit(x, w []float32, L []uint8, nmax int32, nonPosMin bool
 		if num, den, ok := score(sl, sll, sxl); ok && num*bestD > bestN*den {
 			bestN, bestD, bestK = num, den, -1
 		}
-		for k := 0; k < ne && eventS(ev[k]) <= sb; k++ {
-			j := int32(ev[k])
+		lim := sp.sweepLimit(ne, cut, sb)
+		for k, e := range ev[:lim] {
+			j := eventJ(e)
 			fw := float64(w[j])
-			l := lv[j]
 			sl += fw
-			sll += fw * float64(2*l+1)
-			sxl += fw * float64(x[j])
-			lv[j] = l + 1
+			sll += fw * float64(2*eventK(e)+1)
+			sxl += wx[j]
 			if num, den, ok := score(sl, sll, sxl); ok && num*bestD > bestN*den {
 				bestN, bestD, bestK = num, den, k
 			}
@@ -475,8 +500,8 @@ func (sp *sweeper) asymFit(x, w []float32, L []uint8, nmax int32, nonPosMin bool
 		for j, v := range x {
 			bestL[j] = clampL(nearestInt(sa*(v-m0)), 0, nmax)
 		}
-		for k := 0; k <= bestK; k++ {
-			bestL[int32(ev[k])]++
+		for _, e := range ev[:bestK+1] {
+			bestL[eventJ(e)]++
 		}
 	}
 	if !found {
