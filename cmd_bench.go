@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gorun-dev/gorun/graph"
 	"github.com/gorun-dev/gorun/llm"
 )
 
@@ -34,6 +35,8 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	reps := fs.Int("r", 5, "repetitions of each test")
 	threads := fs.String("t", "", "thread counts, comma-separated (default: one per physical core)")
 	output := fs.String("o", "md", "output format: md or json")
+	ngl := fs.Int("ngl", 0, "layers to offload to the GPU (a CUDA build offloads all or none: 99 for all)")
+	fs.IntVar(ngl, "n-gpu-layers", 0, "same as -ngl")
 	if err := parseModelFlags(fs, args, model, stderr); err != nil {
 		return err
 	}
@@ -58,8 +61,20 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "| %s | %s: | %s: | %s | %s: | %s: | %s: |\n", strings.Repeat("-", 24), strings.Repeat("-", 9), strings.Repeat("-", 9), strings.Repeat("-", 7), strings.Repeat("-", 6), strings.Repeat("-", 7), strings.Repeat("-", 19))
 	}
 	for _, th := range ths {
-		m, err := llm.Load(*model, llm.Options{Threads: th})
+		var be graph.Backend
+		if *ngl != 0 {
+			b, dev, err := gpuBackend(*model, *ngl)
+			if err != nil {
+				return err
+			}
+			be = b
+			fmt.Fprintf(stderr, "gpu: %s\n", dev)
+		}
+		m, err := llm.Load(*model, llm.Options{Threads: th, Backend: be})
 		if err != nil {
+			if be != nil {
+				be.Close()
+			}
 			return err
 		}
 		run := func(test string, n int, f func(*llm.Session, []int32) error) error {
@@ -81,17 +96,17 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		}
 		for _, n := range pps {
 			if err := run(fmt.Sprintf("pp%d", n), n, benchPrompt); err != nil {
-				m.Close()
+				closeModel(m, be)
 				return err
 			}
 		}
 		for _, n := range tgs {
 			if err := run(fmt.Sprintf("tg%d", n), n, benchGenerate); err != nil {
-				m.Close()
+				closeModel(m, be)
 				return err
 			}
 		}
-		m.Close()
+		closeModel(m, be)
 	}
 	if *output == "json" {
 		enc := json.NewEncoder(stdout)
@@ -99,6 +114,14 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		return enc.Encode(results)
 	}
 	return nil
+}
+
+// closeModel closes a model and the GPU backend it was given (nil for the CPU).
+func closeModel(m *llm.Model, be graph.Backend) {
+	m.Close()
+	if be != nil {
+		be.Close()
+	}
 }
 
 // benchPrompt evaluates the tokens as one prompt.

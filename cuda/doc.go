@@ -1,5 +1,10 @@
-// Package cuda will hold gorun's CUDA backend: a thin cgo binding of the CUDA driver API, NVRTC
-// and cuBLAS, and kernels implementing graph.Backend on the GPU. It builds only with the build
-// tag `cuda`, so the default build stays pure Go (CGO_ENABLED=0). Until it lands, -ngl is
-// refused with a message saying the binary has no GPU support.
+// Package cuda is gorun's CUDA backend: a thin cgo binding of the CUDA driver API (driver.go:
+// a context owned by one locked OS thread, device memory, modules, launches, streams, CUDA
+// graphs; every failure a Go error carrying CUDA's error name) and a graph.Backend running
+// the whole GPT-2 graph on an NVIDIA GPU (backend.go, compile.go, kernels.cu).
+//
+// It builds only with the build tag `cuda` (go build -tags cuda), so the default build stays
+// pure Go (CGO_ENABLED=0). The kernels are CUDA C compiled to PTX by nvcc through
+// `go generate ./cuda/` (gen.sh) and embedded; building needs only libcuda (the driver) and a C
+// compiler, not the CUDA toolkit. See NOTES.md for the design and measurements.
 package cuda

@@ -1,0 +1,460 @@
+//go:build cuda
+
+package cuda
+
+import (
+	_ "embed"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+
+	"github.com/gorun-dev/gorun/graph"
+	"github.com/gorun-dev/gorun/quant"
+)
+
+//go:generate sh gen.sh
+
+//go:embed kernels.ptx
+var kernelsPTX []byte
+
+// Status bits the kernels set on bad input (see kernels.cu).
+const (
+	stBadID  = 1
+	stBadPos = 2
+)
+
+// Backend runs graphs on one NVIDIA GPU. Weights are uploaded once; a graph is compiled once
+// per version into a list of fused kernel launches over device memory (intermediates in a
+// scratch arena of the backend's own, planned after fusion), captured into a CUDA graph on its
+// first run and replayed afterwards. A Compute uploads the pending inputs, replays the graph
+// and reads back one status word; Read copies an output down.
+//
+// Only graph inputs and outputs (FlagInput, FlagOutput) and static tensors live where the
+// graph's Bind put them; Read of any other tensor is refused.
+type Backend struct {
+	ctx *Context
+	mod *Module
+	fns map[string]*Function
+
+	mu         sync.Mutex
+	status     DevicePtr
+	statusHost []byte // pinned
+	staging    []byte // pinned, for inputs written before a Compute
+	stagingOff int
+	pending    []upload
+	allocs     map[DevicePtr]int
+	progs      map[*graph.Graph]*program
+	tick       int
+	smemSet    map[*Function]int
+
+	// UseGraphs replays each compiled graph as one CUDA graph (default true; GORUN_CUDA_GRAPHS=0
+	// turns it off, for measuring what the capture saves).
+	UseGraphs bool
+}
+
+type upload struct {
+	dst    DevicePtr
+	off, n int
+}
+
+// program is a graph compiled for the GPU.
+type program struct {
+	version  uint64
+	launches []launch
+	scratch  DevicePtr
+	size     int
+	exec     *Graph
+	used     int // tick of last use, for eviction
+	outputs  map[*graph.Tensor]bool
+}
+
+type launch struct {
+	fn          *Function
+	grid, block Dim3
+	shm         int
+	args        []byte
+}
+
+// New opens device ordinal (0 for the first GPU), loads the kernels and returns a backend.
+func New(ordinal int) (*Backend, error) {
+	ctx, err := NewContext(ordinal)
+	if err != nil {
+		return nil, err
+	}
+	b := &Backend{ctx: ctx, fns: map[string]*Function{}, allocs: map[DevicePtr]int{}, progs: map[*graph.Graph]*program{},
+		smemSet: map[*Function]int{}, UseGraphs: os.Getenv("GORUN_CUDA_GRAPHS") != "0"}
+	ptx := kernelsPTX
+	if f := os.Getenv("GORUN_CUDA_PTX"); f != "" { // kernel development: PTX from nvcc, no rebuild
+		if ptx, err = os.ReadFile(f); err != nil {
+			ctx.Close()
+			return nil, err
+		}
+	}
+	err = ctx.Do(func() error {
+		if b.mod, err = ctx.LoadModule(ptx); err != nil {
+			return fmt.Errorf("loading the kernels (PTX for compute capability 7.5+) on %s (%d.%d): %w", ctx.Name, ctx.Major, ctx.Minor, err)
+		}
+		if b.status, err = ctx.MemAlloc(4); err != nil {
+			return err
+		}
+		if err = ctx.Memset32(b.status, 0, 1); err != nil {
+			return err
+		}
+		if b.statusHost, err = ctx.HostAlloc(4); err != nil {
+			return err
+		}
+		b.staging, err = ctx.HostAlloc(1 << 16)
+		return err
+	})
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// Name is "cuda".
+func (b *Backend) Name() string { return "cuda" }
+
+// Device describes the GPU, e.g. "NVIDIA H100 80GB HBM3 (sm_90, 132 SMs, 79.2 GiB)".
+func (b *Backend) Device() string {
+	c := b.ctx
+	return fmt.Sprintf("%s (sm_%d%d, %d SMs, %.1f GiB)", c.Name, c.Major, c.Minor, c.SMs, float64(c.Memory)/(1<<30))
+}
+
+// fn returns a kernel by name, looked up once.
+func (b *Backend) fn(name string) (*Function, error) {
+	if f := b.fns[name]; f != nil {
+		return f, nil
+	}
+	f, err := b.mod.Function(name)
+	if err != nil {
+		return nil, err
+	}
+	b.fns[name] = f
+	return f, nil
+}
+
+func (b *Backend) alloc(size int) (DevicePtr, error) {
+	p, err := b.ctx.MemAlloc(size)
+	if err != nil {
+		free, total, _ := b.ctx.MemInfo()
+		return 0, fmt.Errorf("%w: %d MiB wanted, %d of %d MiB free on %s (use a smaller model or context, or fewer GPU layers)", err, size>>20, free>>20, total>>20, b.ctx.Name)
+	}
+	b.allocs[p] = size
+	return p, nil
+}
+
+func (b *Backend) free(p DevicePtr) {
+	if _, ok := b.allocs[p]; ok {
+		delete(b.allocs, p)
+		b.ctx.MemFree(p)
+	}
+}
+
+func (b *Backend) buffer(p DevicePtr, size int) *graph.Buffer {
+	return &graph.Buffer{Dev: uintptr(p), Size: size, Release: func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.ctx.Do(func() error { b.free(p); return nil })
+	}}
+}
+
+// Alloc returns zeroed device memory.
+func (b *Backend) Alloc(size int) (*graph.Buffer, error) {
+	if size < 0 {
+		return nil, fmt.Errorf("cuda: negative allocation %d", size)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var p DevicePtr
+	err := b.ctx.Do(func() error {
+		var err error
+		if p, err = b.alloc(size); err != nil {
+			return err
+		}
+		return b.ctx.Memset8(p, 0, max(size, 1))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return b.buffer(p, size), nil
+}
+
+// Weights copies host bytes (a tensor of the mapped file) to device memory.
+func (b *Backend) Weights(host []byte) (*graph.Buffer, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var p DevicePtr
+	err := b.ctx.Do(func() error {
+		var err error
+		if p, err = b.alloc(len(host)); err != nil {
+			return err
+		}
+		return b.ctx.CopyHtoD(p, host)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return b.buffer(p, len(host)), nil
+}
+
+func devAddr(t *graph.Tensor) (DevicePtr, error) {
+	if t.Buf == nil || t.Buf.Dev == 0 {
+		return 0, fmt.Errorf("cuda: tensor %q has no device memory", t.Name)
+	}
+	return DevicePtr(t.Buf.Dev) + DevicePtr(t.Off), nil
+}
+
+// Write stages src for the tensor; the copy is issued, in order, before the next Compute or
+// Read.
+func (b *Backend) Write(t *graph.Tensor, src []byte) error {
+	if !t.Contiguous() || len(src) != t.Bytes() {
+		return fmt.Errorf("cuda: write of %d bytes to %q (%d bytes)", len(src), t.Name, t.Bytes())
+	}
+	dst, err := devAddr(t)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.stagingOff+len(src) > len(b.staging) {
+		// Flush what is staged, then grow the staging memory if one write needs more.
+		err := b.ctx.Do(func() error {
+			if err := b.flush(); err != nil {
+				return err
+			}
+			if err := b.ctx.Sync(); err != nil {
+				return err
+			}
+			b.stagingOff = 0
+			if len(src) > len(b.staging) {
+				b.ctx.HostFree(b.staging)
+				var err error
+				b.staging, err = b.ctx.HostAlloc(max(len(src), 2*len(b.staging)))
+				return err
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	copy(b.staging[b.stagingOff:], src)
+	b.pending = append(b.pending, upload{dst: dst, off: b.stagingOff, n: len(src)})
+	b.stagingOff += (len(src) + 15) &^ 15
+	return nil
+}
+
+// flush enqueues the staged uploads (on the context's thread). The staging memory is reused
+// only after the stream has been synchronized (every Compute and Read ends with a sync).
+func (b *Backend) flush() error {
+	for _, u := range b.pending {
+		if err := b.ctx.CopyHtoDAsync(u.dst, b.staging[u.off:u.off+u.n]); err != nil {
+			return err
+		}
+	}
+	b.pending = b.pending[:0]
+	return nil
+}
+
+// Read copies an output tensor of the last Compute into dst.
+func (b *Backend) Read(t *graph.Tensor, dst []byte) error {
+	if !t.Contiguous() || len(dst) != t.Bytes() {
+		return fmt.Errorf("cuda: read of %d bytes from %q (%d bytes)", len(dst), t.Name, t.Bytes())
+	}
+	src, err := devAddr(t)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ctx.Do(func() error {
+		if err := b.flush(); err != nil {
+			return err
+		}
+		err := b.ctx.CopyDtoH(dst, src) // synchronizes the stream first
+		b.stagingOff = 0
+		return err
+	})
+}
+
+// Compute runs the graph: compiled and captured on the first call for its version, replayed
+// afterwards.
+func (b *Backend) Compute(g *graph.Graph) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ctx.Do(func() error {
+		p, err := b.program(g)
+		if err != nil {
+			return err
+		}
+		b.tick++
+		p.used = b.tick
+		if err := b.flush(); err != nil {
+			return err
+		}
+		if b.UseGraphs && p.exec == nil {
+			if err := b.capture(p); err != nil {
+				return err
+			}
+		}
+		if p.exec != nil {
+			if err := b.ctx.LaunchGraph(p.exec); err != nil {
+				return err
+			}
+		} else {
+			for i := range p.launches {
+				l := &p.launches[i]
+				if err := b.ctx.Launch(l.fn, l.grid, l.block, l.shm, l.args); err != nil {
+					return err
+				}
+			}
+		}
+		if err := b.ctx.CopyDtoHAsync(b.statusHost, b.status); err != nil {
+			return err
+		}
+		if err := b.ctx.Sync(); err != nil {
+			return err
+		}
+		b.stagingOff = 0
+		if st := uint32(b.statusHost[0]) | uint32(b.statusHost[1])<<8; st != 0 {
+			b.ctx.Memset32(b.status, 0, 1)
+			switch {
+			case st&stBadID != 0:
+				return fmt.Errorf("cuda: get_rows: an id is outside its table")
+			default:
+				return fmt.Errorf("cuda: a position is outside the KV cache")
+			}
+		}
+		return nil
+	})
+}
+
+// Prepare compiles g ahead of its first Compute.
+func (b *Backend) Prepare(g *graph.Graph) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ctx.Do(func() error {
+		_, err := b.program(g)
+		return err
+	})
+}
+
+func (b *Backend) capture(p *program) error {
+	if err := b.ctx.BeginCapture(); err != nil {
+		return err
+	}
+	for i := range p.launches {
+		l := &p.launches[i]
+		if err := b.ctx.Launch(l.fn, l.grid, l.block, l.shm, l.args); err != nil {
+			b.ctx.EndCapture()
+			return err
+		}
+	}
+	exec, err := b.ctx.EndCapture()
+	if err != nil {
+		return err
+	}
+	p.exec = exec
+	return nil
+}
+
+// program returns the compiled form of g, compiling it when g changed.
+func (b *Backend) program(g *graph.Graph) (*program, error) {
+	if p := b.progs[g]; p != nil && p.version == g.Version() {
+		return p, nil
+	}
+	if p := b.progs[g]; p != nil {
+		b.dropProgram(g, p)
+	}
+	if len(b.progs) >= 16 { // sessions come and go: keep the most recently used graphs
+		var oldest *graph.Graph
+		for k, v := range b.progs {
+			if oldest == nil || v.used < b.progs[oldest].used {
+				oldest = k
+			}
+		}
+		b.dropProgram(oldest, b.progs[oldest])
+	}
+	p, err := b.compile(g)
+	if err != nil {
+		return nil, err
+	}
+	b.progs[g] = p
+	return p, nil
+}
+
+func (b *Backend) dropProgram(g *graph.Graph, p *program) {
+	if p.exec != nil {
+		p.exec.Destroy()
+	}
+	if p.scratch != 0 {
+		b.free(p.scratch)
+	}
+	delete(b.progs, g)
+}
+
+// Close frees everything the backend allocated and releases the GPU.
+func (b *Backend) Close() error {
+	if b.ctx == nil {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.ctx.Do(func() error {
+		for g, p := range b.progs {
+			b.dropProgram(g, p)
+		}
+		ptrs := make([]DevicePtr, 0, len(b.allocs))
+		for p := range b.allocs {
+			ptrs = append(ptrs, p)
+		}
+		sort.Slice(ptrs, func(i, j int) bool { return ptrs[i] < ptrs[j] })
+		for _, p := range ptrs {
+			b.free(p)
+		}
+		if b.status != 0 {
+			b.ctx.MemFree(b.status)
+		}
+		if b.statusHost != nil {
+			b.ctx.HostFree(b.statusHost)
+		}
+		if b.staging != nil {
+			b.ctx.HostFree(b.staging)
+		}
+		if b.mod != nil {
+			b.mod.Unload()
+		}
+		return nil
+	})
+	b.ctx.Close()
+	b.ctx = nil
+	return nil
+}
+
+// fill sets n 32-bit words of device memory (tests poison outputs with NaN through it).
+func (b *Backend) fill(buf *graph.Buffer, word uint32) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ctx.Do(func() error {
+		if err := b.ctx.Memset32(DevicePtr(buf.Dev), word, buf.Size/4); err != nil {
+			return err
+		}
+		for _, p := range b.progs {
+			if p.scratch != 0 {
+				if err := b.ctx.Memset32(p.scratch, word, p.size/4); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// typeSuffix names the kernels of each supported weight type.
+var typeSuffix = map[quant.Type]string{
+	quant.F32: "f32", quant.F16: "f16", quant.Q4_0: "q4_0", quant.Q4_1: "q4_1", quant.Q5_0: "q5_0",
+	quant.Q5_1: "q5_1", quant.Q8_0: "q8_0", quant.Q4_K: "q4_K", quant.Q5_K: "q5_K", quant.Q6_K: "q6_K",
+}

@@ -1,0 +1,476 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/gorun-dev/gorun/graph"
+	"github.com/gorun-dev/gorun/quant"
+)
+
+// An op is one kernel launch of a compiled graph: a node, possibly with the nodes fused into it.
+type op struct {
+	kind   graph.Op
+	node   *graph.Tensor   // the first node (whose Src are the inputs)
+	out    *graph.Tensor   // the tensor the launch writes (the last fused node)
+	ins    []*graph.Tensor // every tensor the launch reads
+	bias   *graph.Tensor   // mul_mat epilogue
+	res    *graph.Tensor
+	act    int
+	second *graph.Tensor // store_kv: a second store of the same rows fused in
+}
+
+// matVecMaxRows is the most activation rows the mat-vec kernels take (MV_MAXM in kernels.cu).
+const matVecMaxRows = 8
+
+// compile turns a bound graph into fused launches over device memory. Fusions:
+//   - mul_mat + bias add [+ GELU | + residual add] into the matrix kernel's epilogue, when the
+//     intermediate results have no other reader;
+//   - the K and V stores of a layer into one launch.
+//
+// Intermediate results get addresses in a scratch arena planned over the fused launches (an
+// output is placed before the inputs of its launch are freed, so a kernel never writes over
+// what it reads). Inputs, outputs and static tensors keep the addresses Bind gave them.
+func (b *Backend) compile(g *graph.Graph) (*program, error) {
+	idx := map[*graph.Tensor]int{}
+	readers := map[*graph.Tensor]int{}
+	readerOf := map[*graph.Tensor]*graph.Tensor{}
+	for i, n := range g.Nodes {
+		idx[n] = i
+		if n.Buf == nil {
+			return nil, fmt.Errorf("cuda: node %q (%v) has no memory: graph not bound", n.Name, n.Op)
+		}
+		for j, s := range n.Src {
+			if s == nil || dupSrc(n, j) {
+				continue
+			}
+			readers[s]++
+			readerOf[s] = n
+		}
+	}
+	outputs := map[*graph.Tensor]bool{}
+	for _, o := range g.Outputs {
+		outputs[o] = true
+		outputs[o.Base()] = true
+	}
+	// ready reports whether t is available before node i runs.
+	ready := func(t *graph.Tensor, i int) bool {
+		if t.Op == graph.OpNone {
+			return true
+		}
+		j, ok := idx[t]
+		return ok && j < i
+	}
+	// sole returns the only reader of t, when it has exactly one and t is not an output.
+	sole := func(t *graph.Tensor) *graph.Tensor {
+		if readers[t] != 1 || outputs[t] || t.Flags&graph.FlagOutput != 0 {
+			return nil
+		}
+		return readerOf[t]
+	}
+
+	skip := map[*graph.Tensor]bool{}
+	var ops []op
+	for i, n := range g.Nodes {
+		if skip[n] || n.Op == graph.OpView {
+			continue
+		}
+		o := op{kind: n.Op, node: n, out: n}
+		switch n.Op {
+		case graph.OpMulMat:
+			if a := sole(n); a != nil && a.Op == graph.OpAdd && a.Src[0] == n && a.Src[1] != n &&
+				a.Src[1].NRows() == 1 && ready(a.Src[1], i) {
+				o.bias, o.out = a.Src[1], a
+				skip[a] = true
+				if r := sole(a); r != nil && r.Op == graph.OpGELU {
+					o.act, o.out = 1, r
+					skip[r] = true
+				} else if r != nil && r.Op == graph.OpAdd && r.Src[1] == a && r.Src[0] != a &&
+					r.Src[0].NRows() == a.NRows() && r.Src[0].Ne[0] == a.Ne[0] && ready(r.Src[0], i) {
+					o.res, o.out = r.Src[0], r
+					skip[r] = true
+				}
+			}
+			o.ins = []*graph.Tensor{n.Src[0], n.Src[1], o.bias, o.res}
+		case graph.OpStoreKV:
+			o.ins = []*graph.Tensor{n.Src[0], n.Src[1], n.Src[2]}
+		default:
+			o.ins = n.Src[:]
+		}
+		ops = append(ops, o)
+	}
+	// Fuse adjacent K and V stores of the same rows.
+	fused := ops[:0]
+	for i := 0; i < len(ops); i++ {
+		o := ops[i]
+		if o.kind == graph.OpStoreKV && i+1 < len(ops) {
+			s := ops[i+1]
+			a, c := o.node, s.node
+			if s.kind == graph.OpStoreKV && a.Src[2] == c.Src[2] && a.Src[0].Type == quant.F32 && c.Src[0].Type == quant.F32 &&
+				a.Src[0].Nb[1] == c.Src[0].Nb[1] && a.Src[0].Ne == c.Src[0].Ne && a.Src[1].Nb[1] == c.Src[1].Nb[1] &&
+				a.Src[1].Ne == c.Src[1].Ne {
+				o.second = c
+				o.ins = append(o.ins, c.Src[0], c.Src[1])
+				i++
+			}
+		}
+		fused = append(fused, o)
+	}
+	ops = fused
+
+	// Plan the scratch arena.
+	p := &program{version: g.Version(), outputs: outputs}
+	addr := map[*graph.Tensor]DevicePtr{}
+	lastUse := map[*graph.Tensor]int{}
+	for i, o := range ops {
+		for _, s := range o.ins {
+			if s != nil {
+				lastUse[s.Base()] = i
+			}
+		}
+	}
+	inScratch := func(t *graph.Tensor) bool {
+		return t.Op != graph.OpNone && t.Op != graph.OpView && t.Op != graph.OpStoreKV && t.Flags&(graph.FlagOutput|graph.FlagInput|graph.FlagStatic) == 0 && !outputs[t]
+	}
+	var fl freeList
+	for i, o := range ops {
+		if inScratch(o.out) {
+			addr[o.out] = DevicePtr(fl.alloc(align(o.out.Bytes())))
+		}
+		for j, s := range o.ins {
+			if s == nil {
+				continue
+			}
+			bs := s.Base()
+			dup := false
+			for _, t := range o.ins[:j] {
+				if t != nil && t.Base() == bs {
+					dup = true
+				}
+			}
+			if !dup && lastUse[bs] == i && inScratch(bs) {
+				if _, ok := addr[bs]; ok {
+					fl.free(int(addr[bs]), align(bs.Bytes()))
+				}
+			}
+		}
+	}
+	p.size = fl.peak
+	if p.size > 0 {
+		var err error
+		if p.scratch, err = b.alloc(p.size); err != nil {
+			return nil, err
+		}
+	}
+	for t, a := range addr {
+		addr[t] = a + p.scratch
+	}
+	where := func(t *graph.Tensor) (DevicePtr, error) {
+		if t == nil {
+			return 0, nil
+		}
+		base := t.Base()
+		var a DevicePtr
+		if inScratch(base) {
+			var ok bool
+			if a, ok = addr[base]; !ok {
+				return 0, fmt.Errorf("cuda: internal: %q (%v) read before it is computed", base.Name, base.Op)
+			}
+		} else {
+			var err error
+			if a, err = devAddr(base); err != nil {
+				return 0, err
+			}
+		}
+		return a + DevicePtr(t.Off-base.Off), nil
+	}
+	for _, o := range ops {
+		l, err := b.emit(o, where)
+		if err != nil {
+			if p.scratch != 0 {
+				b.free(p.scratch)
+			}
+			return nil, err
+		}
+		p.launches = append(p.launches, l)
+	}
+	return p, nil
+}
+
+// dupSrc reports whether n.Src[j] appeared earlier in n.Src.
+func dupSrc(n *graph.Tensor, j int) bool {
+	for _, s := range n.Src[:j] {
+		if s == n.Src[j] {
+			return true
+		}
+	}
+	return false
+}
+
+func align(n int) int { return (n + 255) &^ 255 }
+
+// args packs kernel parameters as the kernel's C parameter list lays them out.
+type args struct{ b []byte }
+
+func (a *args) pad(n int) {
+	for len(a.b)%n != 0 {
+		a.b = append(a.b, 0)
+	}
+}
+func (a *args) ptr(p DevicePtr) *args {
+	a.pad(8)
+	a.b = binary.LittleEndian.AppendUint64(a.b, uint64(p))
+	return a
+}
+func (a *args) i32(v int) *args {
+	a.pad(4)
+	a.b = binary.LittleEndian.AppendUint32(a.b, uint32(int32(v)))
+	return a
+}
+func (a *args) f32(v float32) *args {
+	a.pad(4)
+	a.b = binary.LittleEndian.AppendUint32(a.b, math.Float32bits(v))
+	return a
+}
+
+// rowStride returns the distance between rows of a float (elemBytes) tensor, in elements,
+// checking that the tensor is addressable as rows.
+func rowStride(t *graph.Tensor, elemBytes int) (int, error) {
+	if t.Ne[2]*t.Ne[3] != 1 && !t.Contiguous() {
+		return 0, fmt.Errorf("cuda: %q %v: non-contiguous tensors of more than 2 dimensions are not supported", t.Name, t.Ne)
+	}
+	if t.Nb[1]%elemBytes != 0 {
+		return 0, fmt.Errorf("cuda: %q: row stride %d is not a multiple of %d", t.Name, t.Nb[1], elemBytes)
+	}
+	if t.Ne[1]*t.Ne[2]*t.Ne[3] == 1 {
+		return t.Ne[0], nil
+	}
+	return t.Nb[1] / elemBytes, nil
+}
+
+func gridFor(total, block int) int {
+	g := (total + block - 1) / block
+	return max(1, min(g, 65535*8))
+}
+
+func (b *Backend) emit(o op, where func(*graph.Tensor) (DevicePtr, error)) (launch, error) {
+	var l launch
+	var a args
+	var err error
+	ptrs := make(map[*graph.Tensor]DevicePtr)
+	get := func(t *graph.Tensor) DevicePtr {
+		if t == nil || err != nil {
+			return 0
+		}
+		if p, ok := ptrs[t]; ok {
+			return p
+		}
+		var p DevicePtr
+		p, err = where(t)
+		ptrs[t] = p
+		return p
+	}
+	ld := func(t *graph.Tensor, elem int) int {
+		if err != nil {
+			return 0
+		}
+		var s int
+		s, err = rowStride(t, elem)
+		return s
+	}
+	n := o.node
+	out := get(o.out)
+	name := ""
+	switch o.kind {
+	case graph.OpMulMat:
+		w, x := n.Src[0], n.Src[1]
+		suf, ok := typeSuffix[w.Type]
+		if !ok {
+			return l, fmt.Errorf("cuda: mul_mat of %q: tensor type %v is not supported on the GPU", w.Name, w.Type)
+		}
+		K, N, M := w.Ne[0], w.Ne[1], x.NRows()
+		if w.Ne[2]*w.Ne[3] != 1 {
+			return l, fmt.Errorf("cuda: mul_mat of %q: 3-D weights are not supported", w.Name)
+		}
+		ldres := 0
+		if o.res != nil {
+			ldres = ld(o.res, 4)
+		}
+		a.ptr(get(w)).i32(w.Nb[1]).ptr(get(x)).i32(ld(x, 4)).ptr(out).i32(ld(o.out, 4)).i32(N).i32(M).i32(K).
+			ptr(get(o.bias)).ptr(get(o.res)).i32(ldres).i32(o.act)
+		if M <= matVecMaxRows {
+			name = "mv_" + suf
+			l.block = Dim3{256, 1, 1}
+			l.grid = Dim3{(N*32 + 255) / 256, 1, 1}
+		} else {
+			name = "mm_" + suf
+			l.block = Dim3{256, 1, 1}
+			l.grid = Dim3{(N + 63) / 64, (M + 63) / 64, 1}
+			if l.grid.Y > 65535 {
+				return l, fmt.Errorf("cuda: mul_mat of %d rows", M)
+			}
+		}
+	case graph.OpGetRows:
+		t, ids := n.Src[0], n.Src[1]
+		suf, ok := typeSuffix[t.Type]
+		if !ok {
+			return l, fmt.Errorf("cuda: get_rows of %q: tensor type %v is not supported on the GPU", t.Name, t.Type)
+		}
+		if !ids.Contiguous() {
+			return l, fmt.Errorf("cuda: get_rows: ids %q are not contiguous", ids.Name)
+		}
+		name = "getrows_" + suf
+		a.ptr(get(t)).i32(t.Nb[1]).i32(t.NRows()).ptr(get(ids)).ptr(out).i32(ld(o.out, 4)).i32(t.Ne[0]).ptr(b.status)
+		l.grid = Dim3{ids.NElements(), 1, 1}
+		l.block = Dim3{128, 1, 1}
+	case graph.OpAdd, graph.OpMul:
+		x, y := n.Src[0], n.Src[1]
+		ldb := 0
+		if y.NRows() != 1 {
+			ldb = ld(y, 4)
+		}
+		name = "binary"
+		opc := 0
+		if o.kind == graph.OpMul {
+			opc = 1
+		}
+		K, rows := n.Ne[0], n.NRows()
+		a.ptr(get(x)).i32(ld(x, 4)).ptr(get(y)).i32(ldb).ptr(out).i32(ld(o.out, 4)).i32(K).i32(rows).i32(opc)
+		l.block = Dim3{256, 1, 1}
+		l.grid = Dim3{gridFor(K*rows, 256), 1, 1}
+	case graph.OpGELU, graph.OpScale, graph.OpCopy:
+		x := n.Src[0]
+		opc := map[graph.Op]int{graph.OpCopy: 0, graph.OpGELU: 1, graph.OpScale: 2}[o.kind]
+		K, rows := n.Ne[0], n.NRows()
+		name = "unary"
+		a.ptr(get(x)).i32(ld(x, 4)).ptr(out).i32(ld(o.out, 4)).i32(K).i32(rows).i32(opc).f32(n.FParams[0])
+		l.block = Dim3{256, 1, 1}
+		l.grid = Dim3{gridFor(K*rows, 256), 1, 1}
+	case graph.OpLayerNorm:
+		x := n.Src[0]
+		name = "layer_norm"
+		a.ptr(get(x)).i32(ld(x, 4)).ptr(out).i32(ld(o.out, 4)).i32(n.Ne[0]).ptr(get(n.Src[1])).ptr(get(n.Src[2])).f32(n.FParams[0])
+		l.grid = Dim3{n.NRows(), 1, 1}
+		l.block = Dim3{256, 1, 1}
+	case graph.OpStoreKV:
+		cache, v, pos := n.Src[0], n.Src[1], n.Src[2]
+		es := 4
+		suf := "f32"
+		if cache.Type == quant.F16 {
+			es, suf = 2, "f16"
+		} else if cache.Type != quant.F32 {
+			return l, fmt.Errorf("cuda: store_kv: cache type %v", cache.Type)
+		}
+		if !pos.Contiguous() {
+			return l, fmt.Errorf("cuda: store_kv: positions are not contiguous")
+		}
+		l.block = Dim3{256, 1, 1}
+		if c := o.second; c != nil {
+			name = "store_kv2_f32"
+			a.ptr(get(cache)).ptr(get(c.Src[0])).i32(ld(cache, 4)).i32(cache.Ne[1]).ptr(get(v)).ptr(get(c.Src[1])).i32(ld(v, 4)).
+				ptr(get(pos)).i32(v.Ne[0]).ptr(b.status)
+			l.grid = Dim3{v.NRows(), 2, 1}
+		} else {
+			name = "store_kv_" + suf
+			a.ptr(get(cache)).i32(ld(cache, es)).i32(cache.Ne[1]).ptr(get(v)).i32(ld(v, 4)).ptr(get(pos)).i32(v.Ne[0]).ptr(b.status)
+			l.grid = Dim3{v.NRows(), 1, 1}
+		}
+	case graph.OpAttention:
+		q, k, v, pos := n.Src[0], n.Src[1], n.Src[2], n.Src[3]
+		heads := n.IParams[0]
+		if k.Type != v.Type || k.Nb[1] != v.Nb[1] {
+			return l, fmt.Errorf("cuda: attention: K and V caches differ in type or layout")
+		}
+		es, suf := 4, "f32"
+		if k.Type == quant.F16 {
+			es, suf = 2, "f16"
+		} else if k.Type != quant.F32 {
+			return l, fmt.Errorf("cuda: attention: cache type %v", k.Type)
+		}
+		D, C := q.Ne[0]/heads, k.Ne[1]
+		name = "attention_" + suf
+		a.ptr(get(q)).i32(ld(q, 4)).ptr(get(k)).ptr(get(v)).i32(ld(k, es)).i32(C).ptr(get(pos)).ptr(out).i32(ld(o.out, 4)).
+			i32(D).f32(n.FParams[0]).ptr(b.status)
+		l.grid = Dim3{heads, q.NRows(), 1}
+		l.block = Dim3{128, 1, 1}
+		l.shm = (D + C + 128) * 4
+	default:
+		return l, fmt.Errorf("cuda: op %v is not supported", o.kind)
+	}
+	if err != nil {
+		return l, err
+	}
+	if l.fn, err = b.fn(name); err != nil {
+		return l, err
+	}
+	if l.shm > 48<<10 && b.smemSet[l.fn] < l.shm {
+		if l.shm > b.ctx.MaxSmem {
+			return l, fmt.Errorf("cuda: %v needs %d bytes of shared memory (context too long for this kernel; %d available)", o.kind, l.shm, b.ctx.MaxSmem)
+		}
+		if err := l.fn.SetMaxDynamicShared(l.shm); err != nil {
+			return l, err
+		}
+		b.smemSet[l.fn] = l.shm
+	}
+	l.args = a.b
+	return l, nil
+}
+
+// freeList is a best-fit allocator of offsets that tracks the high-water mark.
+type freeList struct {
+	blocks []block // free blocks, sorted by offset
+	end    int
+	peak   int
+}
+
+type block struct{ off, size int }
+
+func (f *freeList) alloc(size int) int {
+	best := -1
+	for i, b := range f.blocks {
+		if b.size >= size && (best < 0 || b.size < f.blocks[best].size) {
+			best = i
+		}
+	}
+	if best < 0 {
+		off := f.end
+		if n := len(f.blocks); n > 0 && f.blocks[n-1].off+f.blocks[n-1].size == f.end {
+			off = f.blocks[n-1].off
+			f.blocks = f.blocks[:n-1]
+		}
+		f.end = off + size
+		f.peak = max(f.peak, f.end)
+		return off
+	}
+	bl := &f.blocks[best]
+	off := bl.off
+	bl.off += size
+	bl.size -= size
+	if bl.size == 0 {
+		f.blocks = append(f.blocks[:best], f.blocks[best+1:]...)
+	}
+	return off
+}
+
+func (f *freeList) free(off, size int) {
+	i := sort.Search(len(f.blocks), func(i int) bool { return f.blocks[i].off > off })
+	f.blocks = append(f.blocks, block{})
+	copy(f.blocks[i+1:], f.blocks[i:])
+	f.blocks[i] = block{off, size}
+	if i+1 < len(f.blocks) && f.blocks[i].off+f.blocks[i].size == f.blocks[i+1].off {
+		f.blocks[i].size += f.blocks[i+1].size
+		f.blocks = append(f.blocks[:i+1], f.blocks[i+2:]...)
+	}
+	if i > 0 && f.blocks[i-1].off+f.blocks[i-1].size == f.blocks[i].off {
+		f.blocks[i-1].size += f.blocks[i].size
+		f.blocks = append(f.blocks[:i], f.blocks[i+1:]...)
+	}
+	if n := len(f.blocks); n > 0 && f.blocks[n-1].off+f.blocks[n-1].size == f.end {
+		f.end = f.blocks[n-1].off
+		f.blocks = f.blocks[:n-1]
+	}
+}

@@ -1,0 +1,400 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/gorun-dev/gorun/cpu"
+	"github.com/gorun-dev/gorun/graph"
+	"github.com/gorun-dev/gorun/quant"
+)
+
+// gpu opens the first GPU for a test, skipping when there is none.
+func gpu(t testing.TB) *Backend {
+	t.Helper()
+	b, err := New(0)
+	if err != nil {
+		t.Skipf("no usable CUDA GPU: %v", err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// input is the data of one input tensor of a test graph.
+type input struct {
+	t    *graph.Tensor
+	data []byte
+}
+
+// env creates the tensors of a test graph on one backend.
+type env struct {
+	be  graph.Backend
+	ctx *graph.Context
+	t   testing.TB
+	ins []input
+}
+
+// weight makes a static tensor from host bytes (uploaded on the GPU).
+func (e *env) weight(name string, typ quant.Type, host []byte, dims ...int) *graph.Tensor {
+	buf, err := e.be.Weights(host)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return e.ctx.NewStatic(name, typ, buf, 0, dims...)
+}
+
+// cache makes a zeroed static tensor.
+func (e *env) cache(name string, typ quant.Type, dims ...int) *graph.Tensor {
+	n := 1
+	for _, d := range dims {
+		n *= d
+	}
+	buf, err := e.be.Alloc(n * typ.TypeSize())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return e.ctx.NewStatic(name, typ, buf, 0, dims...)
+}
+
+func (e *env) inputF32(name string, data []float32, dims ...int) *graph.Tensor {
+	t := e.ctx.NewInput(name, quant.F32, dims...)
+	e.ins = append(e.ins, input{t, append([]byte(nil), quant.F32Bytes(data)...)})
+	return t
+}
+
+func (e *env) inputI32(name string, data []int32) *graph.Tensor {
+	t := e.ctx.NewInput(name, quant.I32, len(data))
+	b := make([]byte, 4*len(data))
+	for i, v := range data {
+		b[4*i], b[4*i+1], b[4*i+2], b[4*i+3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+	}
+	e.ins = append(e.ins, input{t, b})
+	return t
+}
+
+// nanWord is a quiet NaN: outputs are poisoned with it before the GPU computes, so elements a
+// kernel fails to write show up.
+const nanWord = 0x7fc00000
+
+// run builds the graph of build on be, computes it (runs times, same inputs) and returns the
+// output values.
+func run(t testing.TB, be graph.Backend, runs int, build func(e *env) *graph.Tensor) ([]float32, error) {
+	t.Helper()
+	e := &env{be: be, ctx: graph.NewContext(256), t: t}
+	out := build(e)
+	if err := e.ctx.Err(); err != nil {
+		t.Fatal(err)
+	}
+	g := graph.NewGraph(256)
+	if err := g.Build(out); err != nil {
+		t.Fatal(err)
+	}
+	size, err := g.Plan()
+	if err != nil {
+		t.Fatal(err)
+	}
+	arena, err := be.Alloc(size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Bind(arena); err != nil {
+		t.Fatal(err)
+	}
+	for r := 0; r < runs; r++ {
+		if gb, ok := be.(*Backend); ok {
+			if err := gb.Prepare(g); err != nil { // compile first, so the scratch is poisoned too
+				return nil, err
+			}
+			if err := gb.fill(arena, nanWord); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, in := range e.ins {
+			if err := be.Write(in.t, in.data); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := be.Compute(g); err != nil {
+			return nil, err
+		}
+	}
+	res := make([]float32, out.NElements())
+	if err := be.Read(out, quant.F32Bytes(res)); err != nil {
+		t.Fatal(err)
+	}
+	return res, nil
+}
+
+// compare runs build on the CPU and the GPU and checks the relative L2 error of the GPU's
+// output against the CPU's, and that no element is NaN.
+func compare(t *testing.T, g *Backend, tol float64, build func(e *env) *graph.Tensor) {
+	t.Helper()
+	c := cpu.New(2)
+	defer c.Close()
+	want, err := run(t, c, 1, build)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := run(t, g, 2, build)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkClose(t, got, want, tol)
+}
+
+func checkClose(t *testing.T, got, want []float32, tol float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%d values, want %d", len(got), len(want))
+	}
+	var num, den float64
+	worst, wi := 0.0, 0
+	for i := range got {
+		if math.IsNaN(float64(got[i])) || math.IsInf(float64(got[i]), 0) {
+			t.Fatalf("element %d of %d is %v (want %v): not written or overflowed", i, len(got), got[i], want[i])
+		}
+		d := float64(got[i]) - float64(want[i])
+		num += d * d
+		den += float64(want[i]) * float64(want[i])
+		if math.Abs(d) > worst {
+			worst, wi = math.Abs(d), i
+		}
+	}
+	rel := math.Sqrt(num / max(den, 1e-30))
+	if rel > tol {
+		t.Fatalf("relative L2 error %.3g > %.3g (worst element %d: %v, want %v)", rel, tol, wi, got[wi], want[wi])
+	}
+}
+
+func randF32(rng *rand.Rand, n int, scale float32) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(rng.NormFloat64()) * scale
+	}
+	return v
+}
+
+// quantized returns random weights of K x N in type typ.
+func quantized(t testing.TB, rng *rand.Rand, typ quant.Type, K, N int) []byte {
+	src := randF32(rng, K*N, 0.5)
+	rs, err := typ.RowSize(int64(K))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := make([]byte, int(rs)*N)
+	switch typ {
+	case quant.F32:
+		copy(dst, quant.F32Bytes(src))
+		return dst
+	case quant.F16:
+		h := quant.AsU16(dst)
+		for i, x := range src {
+			h[i] = quant.F32ToF16(x)
+		}
+		return dst
+	}
+	f, err := quant.FormatOf(typ)
+	if err != nil || f.Quantize == nil {
+		t.Fatalf("%v: no quantizer (%v)", typ, err)
+	}
+	for r := 0; r < N; r++ {
+		if err := f.Quantize(dst[r*int(rs):(r+1)*int(rs)], src[r*K:(r+1)*K]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dst
+}
+
+var weightTypes = []quant.Type{quant.F32, quant.F16, quant.Q4_0, quant.Q4_1, quant.Q5_0, quant.Q5_1, quant.Q8_0, quant.Q4_K, quant.Q5_K, quant.Q6_K}
+
+// Every weight type, mat-vec (M <= 8) and tiled (M > 8) paths, tile edges (N = 67, M = 70).
+func TestMulMat(t *testing.T) {
+	g := gpu(t)
+	const K, N = 512, 67
+	for _, typ := range weightTypes {
+		rng := rand.New(rand.NewPCG(uint64(typ), 1))
+		w := quantized(t, rng, typ, K, N)
+		for _, M := range []int{1, 2, 8, 9, 70} {
+			x := randF32(rng, K*M, 1)
+			t.Run(typ.String()+"/M="+itoa(M), func(t *testing.T) {
+				compare(t, g, 2e-5, func(e *env) *graph.Tensor {
+					return e.ctx.MulMat(e.weight("w", typ, w, K, N), e.inputF32("x", x, K, M))
+				})
+			})
+		}
+	}
+}
+
+// The fused epilogues: bias, bias + GELU, bias + residual, for both kernels.
+func TestMulMatFused(t *testing.T) {
+	g := gpu(t)
+	const K, N = 256, 96
+	rng := rand.New(rand.NewPCG(7, 7))
+	w := quantized(t, rng, quant.Q4_K, K, N)
+	bias := randF32(rng, N, 1)
+	for _, M := range []int{1, 3, 33} {
+		x := randF32(rng, K*M, 1)
+		res := randF32(rng, N*M, 1)
+		for _, kind := range []string{"bias", "gelu", "residual"} {
+			t.Run(kind+"/M="+itoa(M), func(t *testing.T) {
+				compare(t, g, 2e-5, func(e *env) *graph.Tensor {
+					y := e.ctx.Add(e.ctx.MulMat(e.weight("w", quant.Q4_K, w, K, N), e.inputF32("x", x, K, M)),
+						e.weight("b", quant.F32, quant.F32Bytes(bias), N))
+					switch kind {
+					case "gelu":
+						y = e.ctx.GELU(y)
+					case "residual":
+						y = e.ctx.Add(e.inputF32("r", res, N, M), y)
+					}
+					return y
+				})
+			})
+		}
+	}
+}
+
+func TestGetRows(t *testing.T) {
+	g := gpu(t)
+	const K, R = 512, 10
+	ids := []int32{3, 0, 9, 3, 7}
+	for _, typ := range weightTypes {
+		rng := rand.New(rand.NewPCG(uint64(typ), 2))
+		w := quantized(t, rng, typ, K, R)
+		t.Run(typ.String(), func(t *testing.T) {
+			compare(t, g, 1e-6, func(e *env) *graph.Tensor {
+				return e.ctx.GetRows(e.weight("table", typ, w, K, R), e.inputI32("ids", ids))
+			})
+		})
+	}
+}
+
+func TestElementwise(t *testing.T) {
+	g := gpu(t)
+	rng := rand.New(rand.NewPCG(3, 3))
+	const K, M = 300, 7
+	a, b, row := randF32(rng, K*M, 1), randF32(rng, K*M, 1), randF32(rng, K, 1)
+	wide := randF32(rng, 3*K*M, 1)
+	cases := map[string]func(e *env) *graph.Tensor{
+		"add":           func(e *env) *graph.Tensor { return e.ctx.Add(e.inputF32("a", a, K, M), e.inputF32("b", b, K, M)) },
+		"add_broadcast": func(e *env) *graph.Tensor { return e.ctx.Add(e.inputF32("a", a, K, M), e.inputF32("r", row, K)) },
+		"mul":           func(e *env) *graph.Tensor { return e.ctx.Mul(e.inputF32("a", a, K, M), e.inputF32("b", b, K, M)) },
+		"mul_broadcast": func(e *env) *graph.Tensor { return e.ctx.Mul(e.inputF32("a", a, K, M), e.inputF32("r", row, K)) },
+		"gelu":          func(e *env) *graph.Tensor { return e.ctx.GELU(e.inputF32("a", a, K, M)) },
+		"scale":         func(e *env) *graph.Tensor { return e.ctx.Scale(e.inputF32("a", a, K, M), 0.37) },
+		"copy_view": func(e *env) *graph.Tensor {
+			w := e.inputF32("w", wide, 3*K, M)
+			return e.ctx.Copy(e.ctx.View2D(w, K, M, w.Nb[1], 4*K))
+		},
+		"gelu_of_view": func(e *env) *graph.Tensor {
+			w := e.inputF32("w", wide, 3*K, M)
+			return e.ctx.GELU(e.ctx.View2D(w, K, M, w.Nb[1], 8*K))
+		},
+		"layer_norm": func(e *env) *graph.Tensor {
+			return e.ctx.LayerNorm(e.inputF32("a", a, K, M), e.weight("w", quant.F32, quant.F32Bytes(row), K),
+				e.weight("b", quant.F32, quant.F32Bytes(b[:K]), K), 1e-5)
+		},
+		"layer_norm_plain_rows": func(e *env) *graph.Tensor {
+			return e.ctx.LayerNorm(e.ctx.Rows(e.inputF32("a", a, K, M), 2, 4), nil, nil, 1e-5)
+		},
+	}
+	for name, build := range cases {
+		t.Run(name, func(t *testing.T) { compare(t, g, 1e-6, build) })
+	}
+}
+
+// Stores into the cache and attention over it, from the fused QKV rows as GPT-2 lays them out,
+// for a prompt batch and then single tokens after it (the cache persists between graphs).
+func TestAttention(t *testing.T) {
+	g := gpu(t)
+	c := cpu.New(2)
+	defer c.Close()
+	const E, heads, C = 128, 2, 64
+	rng := rand.New(rand.NewPCG(5, 5))
+	type step struct {
+		qkv []float32
+		pos []int32
+	}
+	var steps []step
+	for _, n := range []int{13, 1, 1, 6} {
+		first := 0
+		if len(steps) > 0 {
+			last := steps[len(steps)-1]
+			first = int(last.pos[len(last.pos)-1]) + 1
+		}
+		pos := make([]int32, n)
+		for i := range pos {
+			pos[i] = int32(first + i)
+		}
+		steps = append(steps, step{randF32(rng, 3*E*n, 1), pos})
+	}
+	results := map[graph.Backend][][]float32{}
+	for _, be := range []graph.Backend{c, g} {
+		e := &env{be: be, ctx: graph.NewContext(64), t: t}
+		kc, vc := e.cache("k", quant.F32, E, C), e.cache("v", quant.F32, E, C)
+		for _, s := range steps {
+			n := len(s.pos)
+			got, err := run(t, be, 1, func(e2 *env) *graph.Tensor {
+				qkv := e2.inputF32("qkv", s.qkv, 3*E, n)
+				pos := e2.inputI32("pos", s.pos)
+				q := e2.ctx.View2D(qkv, E, n, qkv.Nb[1], 0)
+				k := e2.ctx.View2D(qkv, E, n, qkv.Nb[1], 4*E)
+				v := e2.ctx.View2D(qkv, E, n, qkv.Nb[1], 8*E)
+				return e2.ctx.Attention(q, e2.ctx.StoreKV(kc, k, pos), e2.ctx.StoreKV(vc, v, pos), pos, heads, 0.125)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			results[be] = append(results[be], got)
+		}
+	}
+	for i := range steps {
+		checkClose(t, results[g][i], results[c][i], 1e-5)
+	}
+}
+
+// Bad ids and positions surface as errors, not as garbage.
+func TestBadInput(t *testing.T) {
+	g := gpu(t)
+	rng := rand.New(rand.NewPCG(1, 1))
+	table := quantized(t, rng, quant.Q8_0, 64, 4)
+	_, err := run(t, g, 1, func(e *env) *graph.Tensor {
+		return e.ctx.GetRows(e.weight("t", quant.Q8_0, table, 64, 4), e.inputI32("ids", []int32{1, 4}))
+	})
+	if err == nil || !strings.Contains(err.Error(), "outside") {
+		t.Fatalf("id out of range: error %v", err)
+	}
+	// The backend works on after the error.
+	got, err := run(t, g, 1, func(e *env) *graph.Tensor {
+		return e.ctx.GetRows(e.weight("t", quant.Q8_0, table, 64, 4), e.inputI32("ids", []int32{1, 3}))
+	})
+	if err != nil || len(got) != 128 {
+		t.Fatalf("after an error: %v", err)
+	}
+}
+
+// CUDA failures are Go errors carrying CUDA's error name.
+func TestCUDAError(t *testing.T) {
+	g := gpu(t)
+	_, err := g.Alloc(1 << 50)
+	var ce *Error
+	if !errors.As(err, &ce) || ce.Name != "CUDA_ERROR_OUT_OF_MEMORY" {
+		t.Fatalf("allocating 1 PiB: %v", err)
+	}
+	t.Logf("as reported: %v", err)
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	s := ""
+	for ; n > 0; n /= 10 {
+		s = string(rune('0'+n%10)) + s
+	}
+	return s
+}
