@@ -30,7 +30,7 @@ func cmdPerplexity(args []string, stdout, stderr io.Writer) error {
 	if mf.batch < mf.ctx {
 		mf.batch = mf.ctx // one chunk per graph evaluation
 	}
-	text, err := os.ReadFile(*file)
+	text, err := readInput("-f", *file, maxTextBytes)
 	if err != nil {
 		return err
 	}

@@ -8,8 +8,10 @@ import (
 	"os/signal"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
+	"github.com/gorun-dev/gorun/gguf"
 	"github.com/gorun-dev/gorun/internal/progress"
 	"github.com/gorun-dev/gorun/llm"
 	"github.com/gorun-dev/gorun/quant"
@@ -53,6 +55,13 @@ func cmdQuantize(args []string, stdout, stderr io.Writer) error {
 		return usageError(fs, stderr, "--reference and --calib do not mix: the reference quantizers take no statistics")
 	}
 	opts := llm.QuantizeOptions{FileType: ft, Threads: *threads, Pure: *pure, Reference: *reference, AllowRequantize: *requant}
+	// Refuse an output that cannot be written before any work, and remove the temporary file
+	// if a signal ends the run.
+	target, err := gguf.ResolveOutput(out)
+	if err != nil {
+		return err
+	}
+	defer cleanOnSignal(gguf.TempPath(target), stderr)()
 	if *calib != "" {
 		if opts.Importance, err = calibrate(in, *calib, *threads, *calibCtx, stderr); err != nil {
 			return err
@@ -77,9 +86,36 @@ func cmdQuantize(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
+// cleanOnSignal removes the file tmp and exits (130 for SIGINT, 143 for SIGTERM) when the
+// process is interrupted or terminated, until the returned function is called. gguf's writer
+// uses a predictable temporary name, so even a SIGKILL leaves at most one, replaced by the
+// next run.
+func cleanOnSignal(tmp string, stderr io.Writer) (stop func()) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case sig := <-ch:
+			os.Remove(tmp)
+			fmt.Fprintf(stderr, "\ngorun quantize: %v: stopped, %s removed\n", sig, tmp)
+			code := exitInterrupted
+			if sig == syscall.SIGTERM {
+				code = 128 + 15
+			}
+			os.Exit(code)
+		case <-done:
+		}
+	}()
+	return func() {
+		signal.Stop(ch)
+		close(done)
+	}
+}
+
 // calibrate gathers activation statistics of the input model on a text.
 func calibrate(model, textFile string, threads, ctxLen int, stderr io.Writer) (map[string][]float32, error) {
-	text, err := os.ReadFile(textFile)
+	text, err := readInput("--calib", textFile, maxTextBytes)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -21,9 +22,11 @@ type modelFlags struct {
 	batch   int
 	ngl     int
 	q8act   bool
+	mem     memLimit
 }
 
 func (m *modelFlags) register(fs interface {
+	Var(flag.Value, string, string)
 	StringVar(*string, string, string, string)
 	IntVar(*int, string, int, string)
 	BoolVar(*bool, string, bool, string)
@@ -39,6 +42,7 @@ func (m *modelFlags) register(fs interface {
 	fs.IntVar(&m.ngl, "ngl", 0, "layers to offload to the GPU (a CUDA build offloads all or none: 99 for all)")
 	fs.IntVar(&m.ngl, "n-gpu-layers", 0, "same as -ngl")
 	fs.BoolVar(&m.q8act, "quantized-activations", false, "quantize activations to 8 bits for quantized weights (ggml's integer path) instead of float32")
+	fs.Var(&m.mem, "mem-limit", "refuse a model and context needing more than `SIZE` (512M, 8G, ...; auto: the memory available; off)")
 }
 
 func (m *modelFlags) load(stderr io.Writer) (*llm.Model, error) {
@@ -54,7 +58,7 @@ func (m *modelFlags) load(stderr io.Writer) (*llm.Model, error) {
 		}
 		fmt.Fprintf(stderr, "gpu: %s\n", dev)
 	}
-	md, err := llm.Load(m.model, llm.Options{Threads: m.threads, ContextLength: m.ctx, BatchSize: m.batch, QuantizedActivations: m.q8act, Backend: be})
+	md, err := llm.Load(m.model, llm.Options{Threads: m.threads, ContextLength: m.ctx, BatchSize: m.batch, QuantizedActivations: m.q8act, MemoryLimit: int64(m.mem), Backend: be})
 	if err != nil && be != nil {
 		be.Close()
 	}
@@ -105,6 +109,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	defer m.Close()
 	sess, err := m.NewSession()
 	if err != nil {
+		return err
+	}
+	if err := checkPromptFits(m, sess, text); err != nil {
 		return err
 	}
 	out := bufio.NewWriter(stdout)

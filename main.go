@@ -3,10 +3,12 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"strings"
 )
@@ -25,8 +27,9 @@ Usage:
 Run 'gorun COMMAND -h' for a command's options.
 `
 
-// commands maps subcommand names to their entry points. Each returns an error to print; a
-// usage error exits with status 2, others with 1.
+// commands maps subcommand names to their entry points. Each returns an error to print; the
+// exit status is 0 on success, 2 for a usage error, 130 when interrupted (Ctrl-C), 1 for any
+// other error.
 var commands = map[string]func(args []string, stdout, stderr io.Writer) error{
 	"run":          cmdRun,
 	"tokenize":     cmdTokenize,
@@ -67,15 +70,26 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return exitCode(cmd(args, stdout, stderr), stderr)
 }
 
+// Exit statuses, as llama.cpp's tools and shells use them.
+const (
+	exitOK          = 0
+	exitError       = 1
+	exitUsage       = 2
+	exitInterrupted = 130 // 128 + SIGINT
+)
+
 func exitCode(err error, stderr io.Writer) int {
 	switch {
 	case err == nil || errors.Is(err, flag.ErrHelp):
-		return 0
+		return exitOK
 	case errors.Is(err, errUsage):
-		return 2
+		return exitUsage
+	case errors.Is(err, context.Canceled):
+		fmt.Fprintln(stderr, "gorun: interrupted")
+		return exitInterrupted
 	}
 	fmt.Fprintf(stderr, "gorun: %v\n", err)
-	return 1
+	return exitError
 }
 
 // newFlags makes a flag set that reports errors (to stderr) instead of exiting.
@@ -102,7 +116,7 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 		}
 		args = fs.Args()
 		if len(args) == 0 {
-			return pos, nil
+			return pos, checkFinite(fs)
 		}
 		if args[0] == "--" {
 			return append(pos, args[1:]...), nil
@@ -110,6 +124,23 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
+}
+
+// checkFinite refuses NaN and infinite values of every floating-point option that was set: NaN
+// passes every < and > range check, so it must be stopped here, by name.
+func checkFinite(fs *flag.FlagSet) error {
+	var bad *flag.Flag
+	fs.Visit(func(f *flag.Flag) {
+		if g, ok := f.Value.(flag.Getter); ok && bad == nil {
+			if x, ok := g.Get().(float64); ok && (math.IsNaN(x) || math.IsInf(x, 0)) {
+				bad = f
+			}
+		}
+	})
+	if bad != nil {
+		return usageError(fs, fs.Output(), "-%s %s: not a finite number", bad.Name, bad.Value)
+	}
+	return nil
 }
 
 // parseModelFlags parses a command that takes no positional arguments and needs -m.
@@ -132,7 +163,7 @@ func promptText(fs *flag.FlagSet, stderr io.Writer, text, file string) (string, 
 	case file != "" && text != "":
 		return "", usageError(fs, stderr, "use -p or -f, not both")
 	case file != "":
-		b, err := os.ReadFile(file)
+		b, err := readInput("-f", file, maxPromptBytes)
 		return string(b), err
 	}
 	return text, nil

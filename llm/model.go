@@ -43,6 +43,11 @@ type Options struct {
 	// multiplications with quantized weights, as ggml does (integer dot products), instead of
 	// keeping them float32.
 	QuantizedActivations bool
+	// MemoryLimit bounds the memory the model and a session may need (EstimateMemory), in
+	// bytes: 0 means the memory the machine has available (Linux: MemAvailable; elsewhere
+	// unchecked), a negative value turns the check off. Load refuses a model and context
+	// over it before allocating them.
+	MemoryLimit int64
 }
 
 // Model is a loaded model: mapped weights, tokenizer and backend. It is safe for concurrent use
@@ -79,6 +84,14 @@ func Load(path string, opts Options) (*Model, error) {
 }
 
 func newModel(f *gguf.File, opts Options) (*Model, error) {
+	if opts.Backend == nil {
+		if err := checkThreads(opts.Threads); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkFile(f); err != nil {
+		return nil, err
+	}
 	tok, err := tokenizer.FromGGUF(f)
 	if err != nil {
 		return nil, err
@@ -111,6 +124,10 @@ func newModel(f *gguf.File, opts Options) (*Model, error) {
 		m.nbatch = opts.BatchSize
 	}
 	m.nbatch = min(m.nbatch, m.nctx)
+	if err := m.checkMemory(opts.MemoryLimit); err != nil {
+		m.closeBackend()
+		return nil, err
+	}
 	return m, nil
 }
 
@@ -166,6 +183,9 @@ func LoadTokenizer(path string) (*tokenizer.Tokenizer, error) {
 		return nil, err
 	}
 	defer f.Close()
+	if err := checkVocabulary(f); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	t, err := tokenizer.FromGGUF(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)

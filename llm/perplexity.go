@@ -64,6 +64,9 @@ func (s *Session) Perplexity(ctx context.Context, tokens []int32, opts Perplexit
 	if opts.ScoreAll {
 		first = 0
 	}
+	if chunk-1-first < 1 {
+		return res, fmt.Errorf("a chunk of %d tokens scores no token (only its second half is scored); use a chunk (-c) of at least 3 tokens", chunk)
+	}
 	V := s.m.arch.Hparams().NVocab
 	logits := make([]float32, (chunk-first)*V)
 	for c := 0; c < n; c++ {
@@ -85,6 +88,9 @@ func (s *Session) Perplexity(ctx context.Context, tokens []int32, opts Perplexit
 		}
 	}
 	s.Reset()
+	if res.Scored == 0 {
+		return res, fmt.Errorf("no token was scored")
+	}
 	return res, nil
 }
 

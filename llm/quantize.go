@@ -54,11 +54,19 @@ type QuantizeReport struct {
 }
 
 // Quantize writes a copy of the model in with its tensors quantized by the recipe. The output
-// is written to a temporary file and renamed over out only when complete, so a failure leaves
-// no partial file; in is never overwritten.
+// is written to the temporary file gguf.TempPath(out) (out + ".tmp", beside the file a
+// symbolic link out points to) and renamed over out only when complete, so a failure leaves no
+// partial file; see gguf.Writer.WriteFile for permissions and links. in is never overwritten,
+// and an out that cannot be written (a directory) is refused before any work.
 func Quantize(in, out string, opts QuantizeOptions) (QuantizeReport, error) {
 	var rep QuantizeReport
+	if err := checkThreads(opts.Threads); err != nil {
+		return rep, err
+	}
 	if err := refuseSameFile(in, out); err != nil {
+		return rep, err
+	}
+	if _, err := gguf.ResolveOutput(out); err != nil {
 		return rep, err
 	}
 	f, err := gguf.Open(in)
