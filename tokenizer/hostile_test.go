@@ -79,7 +79,7 @@ func TestSpecialMatcherMatchesReference(t *testing.T) {
 // everywhere would cost its length at every byte of a trie walk.
 func TestHostileVocabulariesLinear(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	var allControl, types []string
+	var allControl []string
 	for b := range 256 {
 		allControl = append(allControl, string(byteToRune[b]))
 	}
@@ -90,7 +90,6 @@ func TestHostileVocabulariesLinear(t *testing.T) {
 		}
 		allControl = append(allControl, string(w))
 	}
-	_ = types
 	ctl := make([]int32, len(allControl))
 	for i := range ctl {
 		ctl[i] = TypeControl

@@ -85,7 +85,7 @@ func New(tokens []string, merges []string, types []int32) (*Tokenizer, error) {
 		whole:       make([]bool, n),
 		types:       make([]int32, n),
 		vocab:       make(map[string]int32, n),
-		merges:      make(map[uint64]uint64, len(merges)),
+		merges:      make(map[uint64]uint64, min(len(merges), n)), // a merge that applies makes a token
 		specialByte: -1,
 		eos:         -1,
 	}
