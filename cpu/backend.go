@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/gorun-dev/gorun/cpu/kernels"
 	"github.com/gorun-dev/gorun/graph"
 	"github.com/gorun-dev/gorun/quant"
 )
@@ -50,6 +51,7 @@ func (b *Backend) SetObserver(f func(n *graph.Tensor)) { b.observe = f }
 type threadScratch struct {
 	tile   []float32 // dequantized weight rows for batched matmul
 	scores []float32 // attention scores of one query
+	o4     [4]float32
 }
 
 // New starts a backend with the given number of threads (<= 0: one per physical core).
@@ -146,7 +148,8 @@ func (b *Backend) prepare(g *graph.Graph) error {
 		}
 		switch n.Op {
 		case graph.OpMulMat, graph.OpGetRows:
-			if formatTable[n.Src[0].Type] == nil || formatTable[n.Src[0].Type].Dequantize == nil {
+			// Ask for exactly the kernels the op will call.
+			if kernels.Dequantizer(n.Src[0].Type) == nil {
 				return fmt.Errorf("cpu: %v of %q: tensor type %v is not supported", n.Op, n.Src[0].Name, n.Src[0].Type)
 			}
 			tile = max(tile, tileRows*n.Src[0].Ne[0])
@@ -209,7 +212,7 @@ func (b *Backend) compute(idx int, n *graph.Tensor, ith, nth int) {
 	case graph.OpMulMat:
 		b.mulMat(idx, n, ith, nth)
 	case graph.OpGELU:
-		unary(n, ith, nth, geluRow)
+		unary(n, ith, nth, kernels.GELU)
 	case graph.OpScale:
 		scale(n, ith, nth)
 	case graph.OpStoreKV:

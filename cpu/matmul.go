@@ -4,46 +4,28 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/gorun-dev/gorun/cpu/kernels"
 	"github.com/gorun-dev/gorun/graph"
 	"github.com/gorun-dev/gorun/quant"
 )
 
-const (
-	// tileRows weight rows are dequantized together and reused across all activation rows.
-	tileRows = 16
-	// vecChunk is the number of weight rows a thread claims at a time for a single activation row.
-	vecChunk = 32
-)
+// tileRows weight rows are claimed by a thread at a time, dequantized once into its tile
+// (float32), and multiplied with every activation row.
+const tileRows = 16
 
-// mulMat computes out[m][r] = dot(w row r, x row m). Threads claim chunks of weight rows from a
-// shared counter, so uneven progress (other load on the machine) balances itself.
+// mulMat computes out[m][r] = dot(w row r, x row m). Threads claim tiles of weight rows from a
+// shared counter, so uneven progress (other load on the machine) balances itself. Every output
+// element is one kernels.Dot-ordered sum, whichever tile kernel computes it, so the result does
+// not depend on the number of activation rows or threads.
 func (b *Backend) mulMat(idx int, n *graph.Tensor, ith, nth int) {
 	w, x := n.Src[0], n.Src[1]
-	N, M := w.Ne[1], x.NRows()
-	out := n.F32()
 	ctr := &b.chunks[idx]
-	f := formatTable[w.Type]
-	if b.quantAct && f.VecDot != nil {
+	if f := formatTable[w.Type]; b.quantAct && f.VecDot != nil {
 		b.mulMatQuantized(n, ctr, ith, nth, f)
 		return
 	}
-	if M <= 2 {
-		// Few activation rows: stream the weights once, dequantizing inside the dot product.
-		for {
-			lo := int(ctr.Add(1)-1) * vecChunk
-			if lo >= N {
-				return
-			}
-			hi := min(N, lo+vecChunk)
-			for m := 0; m < M; m++ {
-				xr, o := x.F32Row(m), out[m*N:(m+1)*N]
-				for r := lo; r < hi; r++ {
-					o[r] = f.DotF32(w.Row(r), xr)
-				}
-			}
-		}
-	}
-	K := w.Ne[0]
+	K, N := w.Ne[0], w.Ne[1]
+	deq := kernels.Dequantizer(w.Type)
 	tile := b.scratch[ith].tile
 	for {
 		lo := int(ctr.Add(1)-1) * tileRows
@@ -51,16 +33,62 @@ func (b *Backend) mulMat(idx int, n *graph.Tensor, ith, nth int) {
 			return
 		}
 		hi := min(N, lo+tileRows)
-		for r := lo; r < hi; r++ {
-			f.Dequantize(tile[(r-lo)*K:(r-lo+1)*K], w.Row(r))
-		}
-		for m := 0; m < M; m++ {
-			xr, o := x.F32Row(m), out[m*N:(m+1)*N]
+		var wt []float32
+		if w.Type == quant.F32 && w.Nb[1] == 4*K {
+			wt = quant.AsF32(w.Buf.Host[w.Off+lo*w.Nb[1] : w.Off+hi*w.Nb[1]])
+		} else {
+			wt = tile[:(hi-lo)*K]
 			for r := lo; r < hi; r++ {
-				o[r] = quant.DotF32(tile[(r-lo)*K:(r-lo+1)*K], xr)
+				deq(wt[(r-lo)*K:(r-lo+1)*K], w.Row(r))
+			}
+		}
+		mulTile(n, x, wt, K, lo, hi, &b.scratch[ith].o4)
+	}
+}
+
+// mulTile multiplies the float32 weight rows lo..hi (wt, K values each) with every row of x.
+// o4 is the thread's scratch for 1x4 results (a local would escape through the kernel
+// variable and allocate).
+func mulTile(n, x *graph.Tensor, wt []float32, K, lo, hi int, o4 *[4]float32) {
+	M, N := x.NRows(), n.Ne[0]
+	out := n.F32()
+	rows := hi - lo
+	r4 := rows &^ 3
+	m := 0
+	if xr, xs, ok := f32Rows(x); ok {
+		for ; m+4 <= M; m += 4 {
+			xm := xr[m*xs:]
+			o := out[m*N:]
+			for r := 0; r < r4; r += 4 {
+				kernels.Dot4x4(xm, xs, wt[r*K:], K, K, o[lo+r:], N)
+			}
+			for r := r4; r < rows; r++ {
+				for i := 0; i < 4; i++ {
+					o[i*N+lo+r] = kernels.Dot(xm[i*xs:i*xs+K], wt[r*K:(r+1)*K])
+				}
 			}
 		}
 	}
+	for ; m < M; m++ {
+		xm, o := x.F32Row(m), out[m*N:(m+1)*N]
+		for r := 0; r < r4; r += 4 {
+			kernels.Dot1x4(xm, wt[r*K:], K, o4)
+			copy(o[lo+r:lo+r+4], o4[:])
+		}
+		for r := r4; r < rows; r++ {
+			o[lo+r] = kernels.Dot(xm, wt[r*K:(r+1)*K])
+		}
+	}
+}
+
+// f32Rows views a 2-D float32 tensor whose rows are evenly spaced as one slice and its row
+// stride in elements.
+func f32Rows(t *graph.Tensor) ([]float32, int, bool) {
+	if t.Type != quant.F32 || t.Ne[2] != 1 || t.Ne[3] != 1 || t.Nb[1]%4 != 0 {
+		return nil, 0, false
+	}
+	end := t.Off + (t.Ne[1]-1)*t.Nb[1] + t.RowBytes()
+	return quant.AsF32(t.Buf.Host[t.Off:end]), t.Nb[1] / 4, true
 }
 
 // mulMatQuantized is ggml's integer path: the threads first quantize the activation rows to
@@ -93,3 +121,6 @@ func (b *Backend) mulMatQuantized(n *graph.Tensor, ctr *atomic.Int64, ith, nth i
 		}
 	}
 }
+
+// vecChunk is the number of weight rows a thread claims at a time on the integer path.
+const vecChunk = 32

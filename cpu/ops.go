@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/gorun-dev/gorun/cpu/kernels"
 	"github.com/gorun-dev/gorun/graph"
 	"github.com/gorun-dev/gorun/quant"
 )
@@ -47,17 +48,6 @@ func unary(n *graph.Tensor, ith, nth int, f func(dst, x []float32)) {
 }
 
 func copyRow(dst, x []float32) { copy(dst, x) }
-
-// geluRow is GPT-2's GELU (the tanh approximation), evaluated in float64 so the only rounding
-// is the final one.
-func geluRow(dst, x []float32) {
-	const c = 0.7978845608028654 // sqrt(2/pi)
-	x = x[:len(dst)]
-	for i, v := range x {
-		f := float64(v)
-		dst[i] = float32(0.5 * f * (1 + math.Tanh(c*(f+0.044715*f*f*f))))
-	}
-}
 
 func scale(n *graph.Tensor, ith, nth int) {
 	s := n.FParams[0]
@@ -112,7 +102,7 @@ func layerNorm(n *graph.Tensor, ith, nth int) {
 // getRows dequantizes the rows of a table named by int32 ids.
 func (b *Backend) getRows(n *graph.Tensor, ith, nth int) {
 	table, ids := n.Src[0], n.Src[1].I32()
-	f := formatTable[table.Type]
+	deq := kernels.Dequantizer(table.Type)
 	lo, hi := split(len(ids), ith, nth)
 	for i := lo; i < hi; i++ {
 		id := int(ids[i])
@@ -120,7 +110,7 @@ func (b *Backend) getRows(n *graph.Tensor, ith, nth int) {
 			b.fail(fmt.Errorf("get_rows: id %d outside %q of %d rows", id, table.Name, table.NRows()))
 			continue
 		}
-		f.Dequantize(n.F32Row(i), table.Row(id))
+		deq(n.F32Row(i), table.Row(id))
 	}
 }
 

@@ -100,11 +100,29 @@ var registry = map[Type]traits{
 // Known reports whether t is a type ggml defines (so its storage size is known).
 func (t Type) Known() bool { _, ok := registry[t]; return ok }
 
+// fastTraits mirrors registry in an array: BlockSize and TypeSize sit in kernels' inner loops
+// (a tensor's row size), where a map lookup costs more than the work.
+var fastTraits = func() (a [64]traits) {
+	for t, tr := range registry {
+		if uint32(t) < uint32(len(a)) {
+			a[t] = tr
+		}
+	}
+	return
+}()
+
+func traitsOf(t Type) traits {
+	if uint32(t) < uint32(len(fastTraits)) {
+		return fastTraits[t]
+	}
+	return registry[t]
+}
+
 // BlockSize is the number of elements in one block (1 for plain types).
-func (t Type) BlockSize() int { return registry[t].blockSize }
+func (t Type) BlockSize() int { return traitsOf(t).blockSize }
 
 // TypeSize is the number of bytes of one block.
-func (t Type) TypeSize() int { return registry[t].typeSize }
+func (t Type) TypeSize() int { return traitsOf(t).typeSize }
 
 // Quantized reports whether t stores elements in blocks of more than one.
 func (t Type) Quantized() bool { return registry[t].blockSize > 1 }

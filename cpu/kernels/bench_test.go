@@ -1,0 +1,96 @@
+package kernels
+
+import (
+	"math/rand/v2"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/gorun-dev/gorun/quant"
+)
+
+// Kernel benchmarks report GFLOP/s (2 per multiply-add) or GB/s of the bytes read; run them
+// with -cpu 1 and compare with the machine's peak (cpu/PERF.md).
+
+func benchTiers(b *testing.B, f func(b *testing.B)) {
+	defer Use(Best())
+	for _, t := range Supported() {
+		Use(t)
+		b.Run(t.String(), func(b *testing.B) {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			c0 := threadCPU()
+			f(b)
+			// On a shared machine wall time counts other processes' turns too; the thread's
+			// own CPU time does not.
+			b.ReportMetric(float64(threadCPU()-c0)/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
+// rate reports a per-op amount as units per second of wall time and of thread CPU time.
+func rate(b *testing.B, perOp float64, unit string) {
+	b.ReportMetric(perOp*float64(b.N)/b.Elapsed().Seconds()/1e9, unit)
+}
+
+var _ = time.Now
+
+func BenchmarkDot4x4(b *testing.B) {
+	const k = 768
+	rng := rand.New(rand.NewPCG(1, 1))
+	x, w := randVec(rng, 4*k), randVec(rng, 4*k)
+	out := make([]float32, 16)
+	benchTiers(b, func(b *testing.B) {
+		for b.Loop() {
+			Dot4x4(x, k, w, k, k, out, 4)
+		}
+		rate(b, 32*k, "GFLOP/s")
+	})
+}
+
+func BenchmarkDot1x4(b *testing.B) {
+	const k = 768
+	rng := rand.New(rand.NewPCG(1, 1))
+	x, w := randVec(rng, k), randVec(rng, 4*k)
+	var out [4]float32
+	benchTiers(b, func(b *testing.B) {
+		for b.Loop() {
+			Dot1x4(x, w, k, &out)
+		}
+		rate(b, 8*k, "GFLOP/s")
+	})
+}
+
+func BenchmarkDequant(b *testing.B) {
+	const n = 3072
+	rng := rand.New(rand.NewPCG(1, 1))
+	src := randVec(rng, n)
+	dst := make([]float32, n)
+	for _, typ := range []quant.Type{quant.F16, quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q5_K, quant.Q6_K} {
+		rs, _ := typ.RowSize(n)
+		row := make([]byte, rs)
+		if err := quant.QuantizeRow(typ, row, src); err != nil {
+			b.Fatal(err)
+		}
+		b.Run(typ.String(), func(b *testing.B) {
+			benchTiers(b, func(b *testing.B) {
+				b.SetBytes(rs)
+				for b.Loop() {
+					Dequantizer(typ)(dst, row)
+				}
+			})
+		})
+	}
+}
+
+func BenchmarkGELU(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	x := randVec(rng, 3072)
+	dst := make([]float32, len(x))
+	benchTiers(b, func(b *testing.B) {
+		b.SetBytes(4 * int64(len(x)))
+		for b.Loop() {
+			GELU(dst, x)
+		}
+	})
+}

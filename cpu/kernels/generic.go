@@ -1,0 +1,89 @@
+package kernels
+
+import (
+	"math"
+
+	"github.com/gorun-dev/gorun/quant"
+)
+
+// lanes is the number of partial sums of every dot product (see the package comment).
+const lanes = 16
+
+// useGeneric installs the pure-Go kernels; SIMD tiers then replace what they implement.
+func useGeneric() {
+	Dot = dotGeneric
+	Dot1x4 = dot1x4Generic
+	Dot4x4 = dot4x4Generic
+	GELU = geluGeneric
+	for t := range dequant {
+		dequant[t] = nil
+		if f, err := quant.FormatOf(quant.Type(t)); err == nil && f.Dequantize != nil {
+			dequant[t] = f.Dequantize
+		}
+	}
+}
+
+// dotGeneric is the reference dot product in the package's summation order. Products are
+// rounded before they are added (float32(a*b)), which keeps the Go compiler from fusing them
+// on targets where it may.
+func dotGeneric(a, b []float32) float32 {
+	k := len(a)
+	b = b[:k]
+	n := k &^ (lanes - 1)
+	var acc [lanes]float32
+	for i := 0; i < n; i += lanes {
+		x, y := (*[lanes]float32)(a[i:]), (*[lanes]float32)(b[i:])
+		for l := range acc {
+			acc[l] += float32(x[l] * y[l])
+		}
+	}
+	return tail(reduce(&acc), a[n:], b[n:])
+}
+
+// reduce sums 16 lanes with the fixed tree every tier uses.
+func reduce(a *[lanes]float32) float32 {
+	var s8 [8]float32
+	for i := range s8 {
+		s8[i] = a[i] + a[i+8]
+	}
+	var s4 [4]float32
+	for i := range s4 {
+		s4[i] = s8[i] + s8[i+4]
+	}
+	return (s4[0] + s4[2]) + (s4[1] + s4[3])
+}
+
+// tail adds the products of the trailing elements one by one.
+func tail(s float32, a, b []float32) float32 {
+	b = b[:len(a)]
+	for i, v := range a {
+		s += float32(v * b[i])
+	}
+	return s
+}
+
+func dot1x4Generic(x []float32, w []float32, ws int, out *[4]float32) {
+	k := len(x)
+	for j := range out {
+		out[j] = dotGeneric(x, w[j*ws:j*ws+k])
+	}
+}
+
+func dot4x4Generic(x []float32, xs int, w []float32, ws int, k int, out []float32, os int) {
+	for i := 0; i < 4; i++ {
+		for j := 0; j < 4; j++ {
+			out[i*os+j] = dotGeneric(x[i*xs:i*xs+k], w[j*ws:j*ws+k])
+		}
+	}
+}
+
+// geluGeneric is GPT-2's GELU (tanh approximation) evaluated in float64, so the only rounding
+// is the final one: the reference the SIMD versions are measured against.
+func geluGeneric(dst, x []float32) {
+	const c = 0.7978845608028654 // sqrt(2/pi)
+	x = x[:len(dst)]
+	for i, v := range x {
+		f := float64(v)
+		dst[i] = float32(0.5 * f * (1 + math.Tanh(c*(f+0.044715*f*f*f))))
+	}
+}

@@ -1,0 +1,16 @@
+package quant
+
+// Layout helpers exported for the backends' kernels, which dequantize the formats with SIMD
+// and must read them exactly as this package does.
+
+// KScales unpacks the 12 bytes of 6-bit scales and mins of a Q4_K or Q5_K super-block.
+func KScales(q []byte) (sc, mn [8]uint8) { return kScales(q) }
+
+// Block sizes (bytes) of the super-block formats.
+const (
+	SizeQ4_K = sizeQ4_K
+	SizeQ5_K = sizeQ5_K
+	SizeQ6_K = sizeQ6_K
+	SizeQ8_0 = sizeQ8_0
+	SizeQ4_0 = sizeQ4_0
+)
