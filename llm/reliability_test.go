@@ -259,3 +259,40 @@ func TestPerplexityScoresSomething(t *testing.T) {
 		}
 	}
 }
+
+// Issue 8, row 3: quantize of a 3 KB file whose general.alignment is 2^31 used to write 2 GiB
+// of padding; the reader refuses the alignment (at most 1 MiB) at once and nothing is written.
+func TestQuantizeHugeAlignment(t *testing.T) {
+	var b []byte
+	le32 := func(v uint32) { b = append(b, byte(v), byte(v>>8), byte(v>>16), byte(v>>24)) }
+	le64 := func(v uint64) { le32(uint32(v)); le32(uint32(v >> 32)) }
+	str := func(s string) { le64(uint64(len(s))); b = append(b, s...) }
+	b = append(b, "GGUF"...)
+	le32(3)
+	le64(0) // tensors
+	le64(3) // metadata
+	str("general.architecture")
+	le32(uint32(gguf.TypeString))
+	str("gpt2")
+	str("general.alignment")
+	le32(uint32(gguf.TypeUint32))
+	le32(1 << 31)
+	str("general.description")
+	le32(uint32(gguf.TypeString))
+	str(strings.Repeat("x", 3000))
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "in.gguf"), filepath.Join(dir, "out.gguf")
+	if err := os.WriteFile(in, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	bounded(t, "quantize", 2*time.Second, 1<<20, func() {
+		_, err = Quantize(in, out, QuantizeOptions{FileType: quant.FileQ8_0, Threads: 1})
+	})
+	if err == nil || !strings.Contains(err.Error(), "general.alignment is 2147483648, must be a power of two of at most 1048576") {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("left %v", entries)
+	}
+}
