@@ -8,6 +8,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/gorun-dev/gorun/graph"
 	"github.com/gorun-dev/gorun/quant"
@@ -48,9 +49,25 @@ type Backend struct {
 	tick       int
 	smemSet    map[*Function]int
 
+	// profile (GORUN_CUDA_PROFILE=1) runs launches one at a time, synchronizing after each, and
+	// prints the time per kernel and shape to stderr at Close.
+	profile bool
+	prof    map[string]*profEntry
+
+	// stats (GORUN_CUDA_STATS=1) prints at Close how long Compute and Read took on average
+	// (host wall time: for a replayed graph, its GPU time plus the synchronization).
+	stats                  bool
+	nCompute, nRead        int
+	tCompute, tRead, tCall time.Duration
+
 	// UseGraphs replays each compiled graph as one CUDA graph (default true; GORUN_CUDA_GRAPHS=0
 	// turns it off, for measuring what the capture saves).
 	UseGraphs bool
+}
+
+type profEntry struct {
+	calls int
+	total time.Duration
 }
 
 type upload struct {
@@ -83,7 +100,9 @@ func New(ordinal int) (*Backend, error) {
 		return nil, err
 	}
 	b := &Backend{ctx: ctx, fns: map[string]*Function{}, allocs: map[DevicePtr]int{}, progs: map[*graph.Graph]*program{},
-		smemSet: map[*Function]int{}, UseGraphs: os.Getenv("GORUN_CUDA_GRAPHS") != "0"}
+		smemSet: map[*Function]int{}, UseGraphs: os.Getenv("GORUN_CUDA_GRAPHS") != "0",
+		profile: os.Getenv("GORUN_CUDA_PROFILE") == "1", prof: map[string]*profEntry{},
+		stats: os.Getenv("GORUN_CUDA_STATS") == "1"}
 	ptx := kernelsPTX
 	if f := os.Getenv("GORUN_CUDA_PTX"); f != "" { // kernel development: PTX from nvcc, no rebuild
 		if ptx, err = os.ReadFile(f); err != nil {
@@ -270,6 +289,9 @@ func (b *Backend) Read(t *graph.Tensor, dst []byte) error {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.stats {
+		defer func(t0 time.Time) { b.nRead++; b.tRead += time.Since(t0) }(time.Now())
+	}
 	return b.ctx.Do(func() error {
 		if err := b.flush(); err != nil {
 			return err
@@ -285,6 +307,10 @@ func (b *Backend) Read(t *graph.Tensor, dst []byte) error {
 func (b *Backend) Compute(g *graph.Graph) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.stats {
+		t0 := time.Now()
+		defer func() { b.nCompute++; b.tCompute += time.Since(t0) }()
+	}
 	return b.ctx.Do(func() error {
 		p, err := b.program(g)
 		if err != nil {
@@ -295,12 +321,17 @@ func (b *Backend) Compute(g *graph.Graph) error {
 		if err := b.flush(); err != nil {
 			return err
 		}
-		if b.UseGraphs && p.exec == nil {
+		if b.profile {
+			if err := b.profileRun(p); err != nil {
+				return err
+			}
+		} else if b.UseGraphs && p.exec == nil {
 			if err := b.capture(p); err != nil {
 				return err
 			}
 		}
-		if p.exec != nil {
+		if b.profile {
+		} else if p.exec != nil {
 			if err := b.ctx.LaunchGraph(p.exec); err != nil {
 				return err
 			}
@@ -340,6 +371,55 @@ func (b *Backend) Prepare(g *graph.Graph) error {
 		_, err := b.program(g)
 		return err
 	})
+}
+
+func (b *Backend) profileRun(p *program) error {
+	if err := b.ctx.Sync(); err != nil {
+		return err
+	}
+	for i := range p.launches {
+		l := &p.launches[i]
+		t0 := time.Now()
+		if err := b.ctx.Launch(l.fn, l.grid, l.block, l.shm, l.args); err != nil {
+			return err
+		}
+		if err := b.ctx.Sync(); err != nil {
+			return err
+		}
+		key := fmt.Sprintf("%-16s grid %5d x %4d", l.fn.Name, l.grid.X, l.grid.Y)
+		e := b.prof[key]
+		if e == nil {
+			e = &profEntry{}
+			b.prof[key] = e
+		}
+		e.calls++
+		e.total += time.Since(t0)
+	}
+	return nil
+}
+
+// emptyDo measures a round trip to the context's thread.
+func (b *Backend) emptyDo() float64 {
+	t0 := time.Now()
+	for i := 0; i < 100; i++ {
+		b.ctx.Do(func() error { return nil })
+	}
+	return float64(time.Since(t0).Nanoseconds()) / 1e3 / 100
+}
+
+func (b *Backend) printProfile() {
+	keys := make([]string, 0, len(b.prof))
+	var sum time.Duration
+	for k, e := range b.prof {
+		keys = append(keys, k)
+		sum += e.total
+	}
+	sort.Slice(keys, func(i, j int) bool { return b.prof[keys[i]].total > b.prof[keys[j]].total })
+	fmt.Fprintf(os.Stderr, "cuda profile (each launch synchronized; times include launch overhead), total %v\n", sum)
+	for _, k := range keys {
+		e := b.prof[k]
+		fmt.Fprintf(os.Stderr, "  %s  %8d calls  %10.1f us/call  %5.1f%%\n", k, e.calls, float64(e.total.Microseconds())/float64(e.calls), 100*float64(e.total)/float64(sum))
+	}
 }
 
 func (b *Backend) capture(p *program) error {
@@ -403,6 +483,14 @@ func (b *Backend) Close() error {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.profile && len(b.prof) > 0 {
+		b.printProfile()
+	}
+	if b.stats && b.nCompute > 0 {
+		fmt.Fprintf(os.Stderr, "cuda stats: %d computes, %.1f us each; %d reads, %.1f us each; an empty Do round trip %.1f us\n",
+			b.nCompute, float64(b.tCompute.Nanoseconds())/1e3/float64(b.nCompute), b.nRead,
+			float64(b.tRead.Nanoseconds())/1e3/float64(max(b.nRead, 1)), b.emptyDo())
+	}
 	b.ctx.Do(func() error {
 		for g, p := range b.progs {
 			b.dropProgram(g, p)

@@ -24,6 +24,12 @@ type op struct {
 	second *graph.Tensor // store_kv: a second store of the same rows fused in
 }
 
+// chunkAlign is the alignment of weight rows that dq32 (kernels.cu) needs for its loads.
+var chunkAlign = map[quant.Type]int{
+	quant.F32: 16, quant.F16: 16, quant.Q4_K: 16, quant.Q5_K: 16, quant.Q4_1: 4, quant.Q5_1: 4,
+	quant.Q4_0: 2, quant.Q5_0: 2, quant.Q8_0: 2, quant.Q6_K: 2,
+}
+
 // matVecMaxRows is the most activation rows the mat-vec kernels take (MV_MAXM in kernels.cu).
 const matVecMaxRows = 8
 
@@ -302,12 +308,20 @@ func (b *Backend) emit(o op, where func(*graph.Tensor) (DevicePtr, error)) (laun
 		}
 		a.ptr(get(w)).i32(w.Nb[1]).ptr(get(x)).i32(ld(x, 4)).ptr(out).i32(ld(o.out, 4)).i32(N).i32(M).i32(K).
 			ptr(get(o.bias)).ptr(get(o.res)).i32(ldres).i32(o.act)
+		// The chunked kernels read whole 32-element chunks with 16-byte loads.
+		wide := K%32 == 0 && w.Nb[1]%chunkAlign[w.Type] == 0 && ld(x, 4)%4 == 0 && get(x)%16 == 0
 		if M <= matVecMaxRows {
 			name = "mv_" + suf
+			if !wide {
+				name = "mv1_" + suf
+			}
 			l.block = Dim3{256, 1, 1}
 			l.grid = Dim3{(N*32 + 255) / 256, 1, 1}
 		} else {
-			name = "mm_" + suf
+			name = "mm2_" + suf
+			if !wide {
+				name = "mm_" + suf
+			}
 			l.block = Dim3{256, 1, 1}
 			l.grid = Dim3{(N + 63) / 64, (M + 63) / 64, 1}
 			if l.grid.Y > 65535 {
@@ -392,6 +406,14 @@ func (b *Backend) emit(o op, where func(*graph.Tensor) (DevicePtr, error)) (laun
 			return l, fmt.Errorf("cuda: attention: cache type %v", k.Type)
 		}
 		D, C := q.Ne[0]/heads, k.Ne[1]
+		if nq := q.NRows(); nq > 4 && D == 64 && suf == "f32" && ld(q, 4)%4 == 0 && ld(k, 4)%4 == 0 {
+			name = "attn_tile_f32"
+			a.ptr(get(q)).i32(ld(q, 4)).ptr(get(k)).ptr(get(v)).i32(ld(k, 4)).i32(C).ptr(get(pos)).i32(nq).ptr(out).i32(ld(o.out, 4)).
+				f32(n.FParams[0]).ptr(b.status)
+			l.grid = Dim3{heads, (nq + 31) / 32, 1}
+			l.block = Dim3{256, 1, 1}
+			break
+		}
 		name = "attention_" + suf
 		a.ptr(get(q)).i32(ld(q, 4)).ptr(get(k)).ptr(get(v)).i32(ld(k, es)).i32(C).ptr(get(pos)).ptr(out).i32(ld(o.out, 4)).
 			i32(D).f32(n.FParams[0]).ptr(b.status)

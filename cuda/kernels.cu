@@ -135,12 +135,214 @@ __device__ __forceinline__ float warp_max(float v) {
 	return v;
 }
 
-// ---- matrix-vector: one warp per weight row, up to MV_MAXM activation rows ----
+// ---- chunk dequantization: the 32 elements of chunk c (elements 32c..32c+31) of a row ----
+// Every supported type divides a row into whole 32-element chunks (the K-quants' 256-element
+// super-blocks into 8); a lane dequantizes a whole chunk with wide, independent loads.
+
+__device__ __forceinline__ uint32_t ld16x2(const uint8_t *p) { // 4 bytes at a 2-byte aligned address
+	const unsigned short *h = (const unsigned short *)p;
+	return (uint32_t)h[0] | ((uint32_t)h[1] << 16);
+}
+
+template <int T> __device__ __forceinline__ void dq32(const uint8_t *__restrict__ row, int c, float *w);
+
+template <> __device__ __forceinline__ void dq32<T_F32>(const uint8_t *__restrict__ row, int c, float *w) {
+	const float4 *p = (const float4 *)(row + 128 * c);
+#pragma unroll
+	for (int i = 0; i < 8; i++) {
+		float4 v = p[i];
+		w[4 * i] = v.x, w[4 * i + 1] = v.y, w[4 * i + 2] = v.z, w[4 * i + 3] = v.w;
+	}
+}
+template <> __device__ __forceinline__ void dq32<T_F16>(const uint8_t *__restrict__ row, int c, float *w) {
+	const uint4 *p = (const uint4 *)(row + 64 * c);
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		uint4 v = p[i];
+		uint32_t u[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+		for (int j = 0; j < 4; j++) {
+			w[8 * i + 2 * j] = __half2float(__ushort_as_half((unsigned short)(u[j] & 0xffff)));
+			w[8 * i + 2 * j + 1] = __half2float(__ushort_as_half((unsigned short)(u[j] >> 16)));
+		}
+	}
+}
+template <> __device__ __forceinline__ void dq32<T_Q8_0>(const uint8_t *__restrict__ row, int c, float *w) {
+	const uint8_t *b = row + 34 * c;
+	float d = ldh(b);
+#pragma unroll
+	for (int i = 0; i < 8; i++) {
+		uint32_t u = ld16x2(b + 2 + 4 * i);
+#pragma unroll
+		for (int j = 0; j < 4; j++) w[4 * i + j] = (float)(int8_t)(u >> (8 * j)) * d;
+	}
+}
+template <> __device__ __forceinline__ void dq32<T_Q4_0>(const uint8_t *__restrict__ row, int c, float *w) {
+	const uint8_t *b = row + 18 * c;
+	float d = ldh(b);
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		uint32_t u = ld16x2(b + 2 + 4 * i);
+#pragma unroll
+		for (int j = 0; j < 4; j++) {
+			int q = (u >> (8 * j)) & 0xff;
+			w[4 * i + j] = (float)((q & 15) - 8) * d;
+			w[16 + 4 * i + j] = (float)((q >> 4) - 8) * d;
+		}
+	}
+}
+template <> __device__ __forceinline__ void dq32<T_Q4_1>(const uint8_t *__restrict__ row, int c, float *w) {
+	const uint8_t *b = row + 20 * c;
+	float d = ldh(b), m = ldh(b + 2);
+	const uint32_t *qs = (const uint32_t *)(b + 4);
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		uint32_t u = qs[i];
+#pragma unroll
+		for (int j = 0; j < 4; j++) {
+			int q = (u >> (8 * j)) & 0xff;
+			w[4 * i + j] = (float)(q & 15) * d + m;
+			w[16 + 4 * i + j] = (float)(q >> 4) * d + m;
+		}
+	}
+}
+template <> __device__ __forceinline__ void dq32<T_Q5_0>(const uint8_t *__restrict__ row, int c, float *w) {
+	const uint8_t *b = row + 22 * c;
+	float d = ldh(b);
+	uint32_t qh = ld16x2(b + 2);
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		uint32_t u = ld16x2(b + 6 + 4 * i);
+#pragma unroll
+		for (int j = 0; j < 4; j++) {
+			int e = 4 * i + j, q = (u >> (8 * j)) & 0xff;
+			int h0 = (int)((qh >> e) & 1), h1 = (int)((qh >> (e + 16)) & 1);
+			w[e] = (float)(((q & 15) | (h0 << 4)) - 16) * d;
+			w[16 + e] = (float)(((q >> 4) | (h1 << 4)) - 16) * d;
+		}
+	}
+}
+template <> __device__ __forceinline__ void dq32<T_Q5_1>(const uint8_t *__restrict__ row, int c, float *w) {
+	const uint8_t *b = row + 24 * c;
+	float d = ldh(b), m = ldh(b + 2);
+	uint32_t qh = *(const uint32_t *)(b + 4);
+	const uint32_t *qs = (const uint32_t *)(b + 8);
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		uint32_t u = qs[i];
+#pragma unroll
+		for (int j = 0; j < 4; j++) {
+			int e = 4 * i + j, q = (u >> (8 * j)) & 0xff;
+			w[e] = (float)((q & 15) | (((qh >> e) & 1) << 4)) * d + m;
+			w[16 + e] = (float)((q >> 4) | (((qh >> (e + 16)) & 1) << 4)) * d + m;
+		}
+	}
+}
+template <> __device__ __forceinline__ void dq32<T_Q4_K>(const uint8_t *__restrict__ row, int c, float *w) {
+	const uint8_t *b = row + 144 * (c >> 3);
+	int j = c & 7, p = j >> 1, hi = j & 1;
+	int sc, mn;
+	scale_min_k4(j, b + 4, sc, mn);
+	float d = ldh(b) * (float)sc, m = ldh(b + 2) * (float)mn;
+	const uint4 *qs = (const uint4 *)(b + 16 + 32 * p);
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		uint4 v = qs[i];
+		uint32_t u[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+		for (int k = 0; k < 16; k++) {
+			int q = (u[k >> 2] >> (8 * (k & 3))) & 0xff;
+			q = hi ? (q >> 4) : (q & 15);
+			w[16 * i + k] = d * (float)q - m;
+		}
+	}
+}
+template <> __device__ __forceinline__ void dq32<T_Q5_K>(const uint8_t *__restrict__ row, int c, float *w) {
+	const uint8_t *b = row + 176 * (c >> 3);
+	int j = c & 7, p = j >> 1, hi = j & 1;
+	int sc, mn;
+	scale_min_k4(j, b + 4, sc, mn);
+	float d = ldh(b) * (float)sc, m = ldh(b + 2) * (float)mn;
+	const uint4 *qs = (const uint4 *)(b + 48 + 32 * p);
+	const uint4 *qh = (const uint4 *)(b + 16);
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		uint4 v = qs[i], h = qh[i];
+		uint32_t u[4] = {v.x, v.y, v.z, v.w}, uh[4] = {h.x, h.y, h.z, h.w};
+#pragma unroll
+		for (int k = 0; k < 16; k++) {
+			int q = (u[k >> 2] >> (8 * (k & 3))) & 0xff;
+			int qb = (uh[k >> 2] >> (8 * (k & 3))) & 0xff;
+			q = (hi ? (q >> 4) : (q & 15)) | (((qb >> j) & 1) << 4);
+			w[16 * i + k] = d * (float)q - m;
+		}
+	}
+}
+template <> __device__ __forceinline__ void dq32<T_Q6_K>(const uint8_t *__restrict__ row, int c, float *w) {
+	const uint8_t *b = row + 210 * (c >> 3);
+	int j = c & 7, h = j >> 2, quarter = j & 3;
+	const uint8_t *ql = b + 64 * h + ((quarter & 1) ? 32 : 0), *qh = b + 128 + 32 * h;
+	const int8_t *sc = (const int8_t *)(b + 192 + 8 * h);
+	float d = ldh(b + 208);
+	float d0 = d * (float)sc[2 * quarter], d1 = d * (float)sc[2 * quarter + 1];
+	int shl = (quarter & 2) ? 4 : 0, shh = 2 * quarter;
+#pragma unroll
+	for (int i = 0; i < 8; i++) {
+		uint32_t ul = ld16x2(ql + 4 * i), uh = ld16x2(qh + 4 * i);
+#pragma unroll
+		for (int k = 0; k < 4; k++) {
+			int lo = ((ul >> (8 * k)) >> shl) & 15;
+			int hb = ((uh >> (8 * k)) >> shh) & 3;
+			w[4 * i + k] = (i < 4 ? d0 : d1) * (float)((lo | (hb << 4)) - 32);
+		}
+	}
+}
+
+// ---- matrix-vector: one warp per weight row, each lane a whole 32-element chunk at a time,
+// up to MV_MAXM activation rows ----
 
 #define MV_MAXM 8
 
 template <int T>
 __device__ __forceinline__ void mv_body(const uint8_t *__restrict__ W, int wrow, const float *__restrict__ X, int ldx,
+		float *__restrict__ Y, int ldy, int N, int M, int K, const float *bias, const float *res, int ldres, int act) {
+	int n = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	int lane = threadIdx.x & 31;
+	if (n >= N) return;
+	const uint8_t *row = W + (size_t)n * wrow;
+	float acc[MV_MAXM];
+#pragma unroll
+	for (int m = 0; m < MV_MAXM; m++) acc[m] = 0.0f;
+	int chunks = K >> 5;
+	for (int c = lane; c < chunks; c += 32) {
+		float w[32];
+		dq32<T>(row, c, w);
+#pragma unroll
+		for (int m = 0; m < MV_MAXM; m++) {
+			if (m < M) {
+				const float4 *x = (const float4 *)(X + (size_t)m * ldx + 32 * c);
+				float s = 0.0f;
+#pragma unroll
+				for (int i = 0; i < 8; i++) {
+					float4 v = x[i];
+					s += w[4 * i] * v.x + w[4 * i + 1] * v.y + w[4 * i + 2] * v.z + w[4 * i + 3] * v.w;
+				}
+				acc[m] += s;
+			}
+		}
+	}
+	float out = 0.0f;
+#pragma unroll
+	for (int m = 0; m < MV_MAXM; m++) {
+		float s = warp_sum(acc[m]);
+		if (lane == m) out = s;
+	}
+	if (lane < M) Y[(size_t)lane * ldy + n] = epi(out, n, lane, bias, res, ldres, act);
+}
+
+// mv1: the element-by-element form, for rows whose chunks are not aligned for wide loads.
+template <int T>
+__device__ __forceinline__ void mv1_body(const uint8_t *__restrict__ W, int wrow, const float *__restrict__ X, int ldx,
 		float *__restrict__ Y, int ldy, int N, int M, int K, const float *bias, const float *res, int ldres, int act) {
 	int n = (blockIdx.x * blockDim.x + threadIdx.x) >> 5;
 	int lane = threadIdx.x & 31;
@@ -223,6 +425,72 @@ __device__ __forceinline__ void mm_body(const uint8_t *__restrict__ W, int wrow,
 	}
 }
 
+// mm2: the same tiles, with whole chunks dequantized per thread (wide loads, the scales decoded
+// once per 32 elements) and 4x4 outputs per thread read from shared memory as float4. Needs
+// K % 32 == 0 and 16-byte aligned weight and activation rows.
+template <int T>
+__device__ __forceinline__ void mm2_body(const uint8_t *__restrict__ W, int wrow, const float *__restrict__ X, int ldx,
+		float *__restrict__ Y, int ldy, int N, int M, int K, const float *bias, const float *res, int ldres, int act) {
+	__shared__ __align__(16) float Ws[BK][BN + 4];
+	__shared__ __align__(16) float Xs[BK][BM + 4];
+	int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+	int n0 = blockIdx.x * BN, m0 = blockIdx.y * BM;
+	float acc[4][4];
+#pragma unroll
+	for (int i = 0; i < 4; i++)
+#pragma unroll
+		for (int j = 0; j < 4; j++) acc[i][j] = 0.0f;
+	for (int k0 = 0; k0 < K; k0 += BK) {
+		if (tid < BN) {
+			int n = n0 + tid;
+			float w[32];
+			if (n < N) {
+				dq32<T>(W + (size_t)n * wrow, k0 >> 5, w);
+			} else {
+#pragma unroll
+				for (int e = 0; e < 32; e++) w[e] = 0.0f;
+			}
+#pragma unroll
+			for (int e = 0; e < 32; e++) Ws[e][tid] = w[e];
+		} else if (tid < BN + BM) {
+			int ml = tid - BN, m = m0 + ml;
+			if (m < M) {
+				const float4 *x = (const float4 *)(X + (size_t)m * ldx + k0);
+#pragma unroll
+				for (int i = 0; i < 8; i++) {
+					float4 v = x[i];
+					Xs[4 * i][ml] = v.x, Xs[4 * i + 1][ml] = v.y, Xs[4 * i + 2][ml] = v.z, Xs[4 * i + 3][ml] = v.w;
+				}
+			} else {
+#pragma unroll
+				for (int e = 0; e < 32; e++) Xs[e][ml] = 0.0f;
+			}
+		}
+		__syncthreads();
+#pragma unroll 8
+		for (int kk = 0; kk < BK; kk++) {
+			float4 a = *(const float4 *)&Ws[kk][4 * tx];
+			float4 b = *(const float4 *)&Xs[kk][4 * ty];
+			float av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
+#pragma unroll
+			for (int i = 0; i < 4; i++)
+#pragma unroll
+				for (int j = 0; j < 4; j++) acc[i][j] += av[i] * bv[j];
+		}
+		__syncthreads();
+	}
+#pragma unroll
+	for (int j = 0; j < 4; j++) {
+		int m = m0 + 4 * ty + j;
+		if (m >= M) continue;
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			int n = n0 + 4 * tx + i;
+			if (n < N) Y[(size_t)m * ldy + n] = epi(acc[i][j], n, m, bias, res, ldres, act);
+		}
+	}
+}
+
 template <int T>
 __device__ __forceinline__ void getrows_body(const uint8_t *__restrict__ table, int rowbytes, int nrows, const int *ids,
 		float *__restrict__ Y, int ldy, int K, unsigned *status) {
@@ -241,6 +509,16 @@ __device__ __forceinline__ void getrows_body(const uint8_t *__restrict__ table, 
 			int ldx, float *Y, int ldy, int N, int M, int K, const float *bias, const float *res, int ldres,      \
 			int act) {                                                                                         \
 		mv_body<T>(W, wrow, X, ldx, Y, ldy, N, M, K, bias, res, ldres, act);                                   \
+	}                                                                                                          \
+	extern "C" __global__ void __launch_bounds__(256) mv1_##name(const uint8_t *W, int wrow, const float *X,    \
+			int ldx, float *Y, int ldy, int N, int M, int K, const float *bias, const float *res, int ldres,      \
+			int act) {                                                                                         \
+		mv1_body<T>(W, wrow, X, ldx, Y, ldy, N, M, K, bias, res, ldres, act);                                  \
+	}                                                                                                          \
+	extern "C" __global__ void __launch_bounds__(256) mm2_##name(const uint8_t *W, int wrow, const float *X,    \
+			int ldx, float *Y, int ldy, int N, int M, int K, const float *bias, const float *res, int ldres,      \
+			int act) {                                                                                         \
+		mm2_body<T>(W, wrow, X, ldx, Y, ldy, N, M, K, bias, res, ldres, act);                                  \
 	}                                                                                                          \
 	extern "C" __global__ void __launch_bounds__(256) mm_##name(const uint8_t *W, int wrow, const float *X,     \
 			int ldx, float *Y, int ldy, int N, int M, int K, const float *bias, const float *res, int ldres,      \
@@ -380,12 +658,30 @@ __device__ __forceinline__ void attention_body(const float *Q, int ldq, const CT
 	for (int d = tid; d < D; d += blockDim.x) q[d] = Q[(size_t)i * ldq + h * D + d];
 	__syncthreads();
 	const CT *kh = Kc + h * D, *vh = Vc + h * D;
-	for (int j = wid; j <= p; j += nw) {
-		const CT *kr = kh + (size_t)j * ldc_;
-		float s = 0.0f;
-		for (int d = lane; d < D; d += 32) s += q[d] * ldc(kr + d);
-		s = warp_sum(s);
-		if (lane == 0) scores[j] = s * scale;
+	// One thread per key: the query is in shared memory (every thread reads the same element at
+	// once), each thread walks its key row with wide loads.
+	if (sizeof(CT) == 4 && (D & 3) == 0 && (ldc_ & 3) == 0) {
+		const float4 *q4 = (const float4 *)q;
+		for (int j = tid; j <= p; j += blockDim.x) {
+			const float4 *kr = (const float4 *)(kh + (size_t)j * ldc_);
+			float s0 = 0.0f, s1 = 0.0f;
+			for (int d = 0; d < D / 4; d += 2) {
+				float4 a = kr[d], b = q4[d];
+				s0 += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+				if (d + 1 < D / 4) {
+					float4 a1 = kr[d + 1], b1 = q4[d + 1];
+					s1 += a1.x * b1.x + a1.y * b1.y + a1.z * b1.z + a1.w * b1.w;
+				}
+			}
+			scores[j] = (s0 + s1) * scale;
+		}
+	} else {
+		for (int j = tid; j <= p; j += blockDim.x) {
+			const CT *kr = kh + (size_t)j * ldc_;
+			float s = 0.0f;
+			for (int d = 0; d < D; d++) s += q[d] * ldc(kr + d);
+			scores[j] = s * scale;
+		}
 	}
 	__syncthreads();
 	float mx = -__int_as_float(0x7f800000);
@@ -439,4 +735,100 @@ extern "C" __global__ void __launch_bounds__(128) attention_f32(const float *Q, 
 extern "C" __global__ void __launch_bounds__(128) attention_f16(const float *Q, int ldq, const __half *Kc, const __half *Vc,
 		int ldc_, int C, const int *pos, float *O, int ldo, int D, float scale, unsigned *status) {
 	attention_body(Q, ldq, Kc, Vc, ldc_, C, pos, O, ldo, D, scale, status);
+}
+
+// attn_tile_f32: attention for prompt batches, head size 64, f32 caches. A block takes 32
+// queries of one head and walks the keys 0..max(pos) in tiles of 32 held in shared memory,
+// with the online softmax (running max and sum per query; flash attention's recurrence), so K
+// and V are read once per 32 queries instead of once per query. 256 threads: for scores and
+// for the output, thread t works on query t/8.
+#define AQ 32
+#define AK 32
+#define AD 64
+extern "C" __global__ void __launch_bounds__(256) attn_tile_f32(const float *Q, int ldq, const float *Kc, const float *Vc,
+		int ldc_, int C, const int *pos, int nq, float *O, int ldo, float scale, unsigned *status) {
+	__shared__ float Qs[AQ][AD + 1];
+	__shared__ float Ks[AK][AD + 1];
+	__shared__ __align__(16) float Vs[AK][AD];
+	__shared__ float Ps[AQ][AK + 1];
+	__shared__ int maxp;
+	int h = blockIdx.x, i0 = blockIdx.y * AQ, tid = threadIdx.x;
+	int qi = tid >> 3, sub = tid & 7;
+	int i = i0 + qi;
+	int p = -1;
+	if (i < nq) {
+		p = pos[i];
+		if (p < 0 || p >= C) {
+			if (sub == 0) atomicOr(status, ST_BAD_POS);
+			p = -1;
+		}
+	}
+	if (tid == 0) maxp = -1;
+	__syncthreads();
+	if (sub == 0) atomicMax(&maxp, p);
+	for (int e = tid; e < AQ * AD; e += 256) {
+		int r = e / AD, d = e % AD;
+		Qs[r][d] = (i0 + r < nq) ? Q[(size_t)(i0 + r) * ldq + h * AD + d] * scale : 0.0f;
+	}
+	__syncthreads();
+	int last = maxp;
+	float m = -1e30f, l = 0.0f, acc[8];
+#pragma unroll
+	for (int e = 0; e < 8; e++) acc[e] = 0.0f;
+	const float *kh = Kc + h * AD, *vh = Vc + h * AD;
+	for (int j0 = 0; j0 <= last; j0 += AK) {
+		{ // load the K and V tiles: row tid/8, 8 elements each
+			int r = tid >> 3, c = (tid & 7) * 8, j = j0 + r;
+			float4 k0 = make_float4(0, 0, 0, 0), k1 = k0, v0 = k0, v1 = k0;
+			if (j <= last) {
+				const float4 *kr = (const float4 *)(kh + (size_t)j * ldc_ + c);
+				const float4 *vr = (const float4 *)(vh + (size_t)j * ldc_ + c);
+				k0 = kr[0], k1 = kr[1], v0 = vr[0], v1 = vr[1];
+			}
+			Ks[r][c] = k0.x, Ks[r][c + 1] = k0.y, Ks[r][c + 2] = k0.z, Ks[r][c + 3] = k0.w;
+			Ks[r][c + 4] = k1.x, Ks[r][c + 5] = k1.y, Ks[r][c + 6] = k1.z, Ks[r][c + 7] = k1.w;
+			*(float4 *)&Vs[r][c] = v0;
+			*(float4 *)&Vs[r][c + 4] = v1;
+		}
+		__syncthreads();
+		float s[4], mx = -1e30f;
+#pragma unroll
+		for (int u = 0; u < 4; u++) {
+			int kj = sub + 8 * u;
+			float v = 0.0f;
+#pragma unroll 16
+			for (int d = 0; d < AD; d++) v += Qs[qi][d] * Ks[kj][d];
+			s[u] = (j0 + kj <= p) ? v : -__int_as_float(0x7f800000);
+			mx = fmaxf(mx, s[u]);
+		}
+		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
+		float mn = fmaxf(m, mx), corr = expf(m - mn), sum = 0.0f;
+#pragma unroll
+		for (int u = 0; u < 4; u++) {
+			float e = expf(s[u] - mn);
+			Ps[qi][sub + 8 * u] = e;
+			sum += e;
+		}
+		sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+		sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+		sum += __shfl_xor_sync(0xffffffffu, sum, 4);
+		l = l * corr + sum;
+		m = mn;
+		__syncwarp();
+#pragma unroll
+		for (int e = 0; e < 8; e++) acc[e] *= corr;
+		for (int kj = 0; kj < AK; kj++) {
+			float pv = Ps[qi][kj];
+#pragma unroll
+			for (int e = 0; e < 8; e++) acc[e] += pv * Vs[kj][sub + 8 * e];
+		}
+		__syncthreads();
+	}
+	if (p >= 0) {
+		float inv = 1.0f / l;
+#pragma unroll
+		for (int e = 0; e < 8; e++) O[(size_t)i * ldo + h * AD + sub + 8 * e] = acc[e] * inv;
+	}
 }

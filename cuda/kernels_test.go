@@ -228,6 +228,19 @@ func TestMulMat(t *testing.T) {
 			})
 		}
 	}
+	// Rows of float weights whose length is no multiple of 32: the element-by-element kernels.
+	for _, typ := range []quant.Type{quant.F32, quant.F16} {
+		rng := rand.New(rand.NewPCG(uint64(typ), 3))
+		w := quantized(t, rng, typ, 100, N)
+		for _, M := range []int{1, 3, 20} {
+			x := randF32(rng, 100*M, 1)
+			t.Run(typ.String()+"/K=100/M="+itoa(M), func(t *testing.T) {
+				compare(t, g, 2e-5, func(e *env) *graph.Tensor {
+					return e.ctx.MulMat(e.weight("w", typ, w, 100, N), e.inputF32("x", x, 100, M))
+				})
+			})
+		}
+	}
 }
 
 // The fused epilogues: bias, bias + GELU, bias + residual, for both kernels.
