@@ -84,3 +84,64 @@ func axpyCache(out []float32, a float32, v *graph.Tensor, j, off, D int) {
 		out[i] += a * quant.F16ToF32(h[i])
 	}
 }
+
+// storeKVRows writes row i of the values into its own cache n.Caches[i] at row positions[i],
+// converting exactly as storeKV does.
+func (b *Backend) storeKVRows(n *graph.Tensor, ith, nth int) {
+	v, pos := n.Src[0], n.Src[1].I32()
+	lo, hi := split(len(pos), ith, nth)
+	for i := lo; i < hi; i++ {
+		cache := n.Caches[i]
+		p := int(pos[i])
+		if p < 0 || p >= cache.NRows() {
+			b.fail(fmt.Errorf("store_kv_rows: position %d outside the cache of %d", p, cache.NRows()))
+			continue
+		}
+		src := v.F32Row(i)
+		if cache.Type == quant.F32 {
+			copy(cache.F32Row(p), src)
+			continue
+		}
+		dst := quant.AsU16(cache.Row(p))
+		for j, x := range src {
+			dst[j] = quant.F32ToF16(x)
+		}
+	}
+}
+
+// attentionRows is attention for rows of several sequences: row i attends over its own caches
+// with the same kernel (attendHead) as a lone sequence, so each row's result is bit-identical
+// to attention over that sequence alone.
+func (b *Backend) attentionRows(idx int, n *graph.Tensor, ith int) {
+	q, ks, vs, pos := n.Src[0], n.Src[1].Caches, n.Src[2].Caches, n.Src[3].I32()
+	heads := n.IParams[0]
+	D := q.Ne[0] / heads
+	scale := n.FParams[0]
+	tasks := q.NRows() * heads
+	s := &b.scratch[ith]
+	ctr := &b.chunks[idx]
+	for {
+		task := int(ctr.Add(1) - 1)
+		if task >= tasks {
+			return
+		}
+		i, h := task/heads, task%heads
+		p := int(pos[i])
+		if p < 0 || p >= ks[i].Ne[1] {
+			b.fail(fmt.Errorf("attention_rows: position %d outside the cache of %d", p, ks[i].Ne[1]))
+			continue
+		}
+		qh := q.F32Row(i)[h*D : (h+1)*D]
+		out := n.F32Row(i)[h*D : (h+1)*D]
+		attendHead(out, qh, ks[i], vs[i], h*D, s.scores[:p+1], scale)
+	}
+}
+
+// attentionRowsScores is the scratch an attention_rows node needs per thread.
+func attentionRowsScores(n *graph.Tensor) int {
+	m := 0
+	for _, k := range n.Src[1].Caches {
+		m = max(m, k.Ne[1])
+	}
+	return m
+}

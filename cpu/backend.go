@@ -162,6 +162,9 @@ func (b *Backend) prepare(g *graph.Graph) error {
 			}
 		case graph.OpAttention:
 			scores = max(scores, n.Src[1].Ne[1])
+		case graph.OpAttentionRows:
+			scores = max(scores, attentionRowsScores(n))
+		case graph.OpStoreKVRows:
 		case graph.OpView, graph.OpAdd, graph.OpMul, graph.OpLayerNorm, graph.OpGELU, graph.OpScale, graph.OpStoreKV, graph.OpCopy:
 		default:
 			return fmt.Errorf("cpu: op %v is not supported", n.Op)
@@ -221,6 +224,10 @@ func (b *Backend) compute(idx int, n *graph.Tensor, ith, nth int) {
 		b.attention(idx, n, ith)
 	case graph.OpCopy:
 		unary(n, ith, nth, copyRow)
+	case graph.OpStoreKVRows:
+		b.storeKVRows(n, ith, nth)
+	case graph.OpAttentionRows:
+		b.attentionRows(idx, n, ith)
 	}
 }
 

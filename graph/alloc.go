@@ -47,7 +47,8 @@ func (g *Graph) Plan() (int, error) {
 			place(n)
 		}
 		for j, s := range n.Src {
-			if s == nil || srcList(n.Src[:j]).contains(s) {
+			// Free each base once, however many of the sources are views of it.
+			if s == nil || srcList(n.Src[:j]).containsBase(s.Base()) {
 				continue
 			}
 			b := s.Base()
@@ -62,9 +63,9 @@ func (g *Graph) Plan() (int, error) {
 
 type srcList []*Tensor
 
-func (s srcList) contains(t *Tensor) bool {
+func (s srcList) containsBase(b *Tensor) bool {
 	for _, x := range s {
-		if x == t {
+		if x != nil && x.Base() == b {
 			return true
 		}
 	}
@@ -84,7 +85,7 @@ func (g *Graph) Bind(buf *Buffer) error {
 		if n.viewOf != nil && n.Op == OpView {
 			n.Buf = n.viewOf.Buf
 			n.Off = n.viewOf.Off + n.IParams[0]
-		} else if n.Op == OpStoreKV {
+		} else if n.Op == OpStoreKV || n.Op == OpStoreKVRows {
 			n.Buf, n.Off = n.viewOf.Buf, n.viewOf.Off
 		}
 	}

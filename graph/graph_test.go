@@ -145,3 +145,31 @@ func TestBuildingOpsDoesNotAllocate(t *testing.T) {
 		t.Errorf("%v allocations per graph build", allocs)
 	}
 }
+
+// A node reading several views of one tensor frees that tensor once: freeing it twice would
+// hand its memory to two later tensors at the same time.
+func TestPlanFreesSharedBaseOnce(t *testing.T) {
+	ctx := NewContext(64)
+	x := ctx.NewInput("x", quant.F32, 64, 3)
+	y := ctx.GELU(x)
+	a := ctx.Rows(y, 0, 3)
+	b := ctx.Rows(y, 0, 3)
+	z := ctx.Add(a, b) // reads two views of y; y's last use
+	u := ctx.GELU(z)
+	v := ctx.GELU(u)
+	w := ctx.Add(u, v) // u and v live together
+	if err := ctx.Err(); err != nil {
+		t.Fatal(err)
+	}
+	g := NewGraph(64)
+	if err := g.Build(w); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Plan(); err != nil {
+		t.Fatal(err)
+	}
+	checkNoOverlap(t, g)
+	if u.Off < v.Off+v.Bytes() && v.Off < u.Off+u.Bytes() {
+		t.Errorf("u [%d,%d) and v [%d,%d) overlap", u.Off, u.Off+u.Bytes(), v.Off, v.Off+v.Bytes())
+	}
+}

@@ -18,10 +18,19 @@ const (
 	OpStoreKV             // writes rows of Src1 [D, N] into cache Src0 [D, C] at rows Src2 (positions I32 [N]); the node is a view of the cache
 	OpAttention           // causal multi-head attention of Src0 q [E, N] over caches Src1 K, Src2 V [E, C] at positions Src3; IParams[0] = heads, FParams[0] = scale
 	OpCopy                // Src0 copied into a packed tensor
+	// OpStoreKVRows writes row i of Src0 [D, N] into the cache Caches[i] at row positions[i]
+	// (Src1, I32 [N]): rows of several sequences, each with its own cache. The node is a view
+	// of Src0 whose readers run after the store.
+	OpStoreKVRows
+	// OpAttentionRows is OpAttention for rows of several sequences: query row i of Src0 [E, N]
+	// attends to rows 0..positions[i] (Src3) of the caches Src1.Caches[i] (keys) and
+	// Src2.Caches[i] (values), Src1 and Src2 being OpStoreKVRows nodes. IParams[0] = heads,
+	// FParams[0] = scale.
+	OpAttentionRows
 	opCount
 )
 
-var opNames = [...]string{"none", "view", "get_rows", "add", "mul", "layer_norm", "mul_mat", "gelu", "scale", "store_kv", "attention", "copy"}
+var opNames = [...]string{"none", "view", "get_rows", "add", "mul", "layer_norm", "mul_mat", "gelu", "scale", "store_kv", "attention", "copy", "store_kv_rows", "attention_rows"}
 
 func (o Op) String() string {
 	if int(o) < len(opNames) {
@@ -167,6 +176,54 @@ func (c *Context) Attention(q, k, v, positions *Tensor, heads int, scale float32
 		c.fail("attention: %d positions for %d queries", positions.NElements(), q.NRows())
 	}
 	t := c.newNode(OpAttention, quant.F32, rowsLike(q), q, k, v, positions)
+	t.IParams[0] = heads
+	t.FParams[0] = scale
+	return t
+}
+
+// StoreKVRows writes row i of v into caches[i] at the row positions[i] names, for a batch of rows
+// from several sequences (a cache may appear for several rows). It returns a node to pass to
+// AttentionRows, which then runs after the store. caches is kept by the node, not copied.
+func (c *Context) StoreKVRows(caches []*Tensor, v, positions *Tensor) *Tensor {
+	c.checkF32(OpStoreKVRows, v)
+	if len(caches) != v.NRows() || positions.NElements() != v.NRows() || positions.Type != quant.I32 {
+		c.fail("store_kv_rows: %d caches, values %v, positions %v", len(caches), v.Ne, positions.Ne)
+	}
+	for _, k := range caches {
+		if k == nil || (k.Type != quant.F32 && k.Type != quant.F16) || k.Ne[0] != v.Ne[0] || k.NRows() != k.Ne[1] || !k.Contiguous() {
+			c.fail("store_kv_rows: cache %v does not hold rows of %d f32/f16 values", k, v.Ne[0])
+			break
+		}
+	}
+	t := c.alloc()
+	*t = Tensor{Type: v.Type, Ne: v.Ne, Nb: v.Nb, Op: OpStoreKVRows, viewOf: v, Caches: caches}
+	t.Src[0], t.Src[1] = v, positions
+	t.Name = "store_kv_rows"
+	return t
+}
+
+// AttentionRows is Attention for a batch of rows from several sequences: query row i attends
+// to rows 0..positions[i] of its own caches, those StoreKVRows gave k and v (which must come
+// from StoreKVRows over the same rows). Each row is computed exactly as Attention computes it.
+func (c *Context) AttentionRows(q, k, v, positions *Tensor, heads int, scale float32) *Tensor {
+	c.checkF32(OpAttentionRows, q)
+	if k.Op != OpStoreKVRows || v.Op != OpStoreKVRows || len(k.Caches) != q.NRows() || len(v.Caches) != q.NRows() {
+		c.fail("attention_rows: keys and values must be store_kv_rows nodes of %d rows", q.NRows())
+		return c.newNode(OpAttentionRows, quant.F32, rowsLike(q), q, k, v, positions)
+	}
+	if heads < 1 || q.Ne[0]%heads != 0 || k.Ne[0] != q.Ne[0] || v.Ne[0] != q.Ne[0] {
+		c.fail("attention_rows: q %v k %v v %v heads %d", q.Ne, k.Ne, v.Ne, heads)
+	}
+	for i := range k.Caches {
+		if k.Caches[i].Ne[1] != v.Caches[i].Ne[1] {
+			c.fail("attention_rows: row %d: key and value caches of %d and %d rows", i, k.Caches[i].Ne[1], v.Caches[i].Ne[1])
+			break
+		}
+	}
+	if positions.NElements() != q.NRows() || positions.Type != quant.I32 {
+		c.fail("attention_rows: %d positions for %d queries", positions.NElements(), q.NRows())
+	}
+	t := c.newNode(OpAttentionRows, quant.F32, rowsLike(q), q, k, v, positions)
 	t.IParams[0] = heads
 	t.FParams[0] = scale
 	return t

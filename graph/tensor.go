@@ -48,6 +48,9 @@ type Tensor struct {
 	IParams [4]int
 	FParams [2]float32
 
+	// Caches are the per-row caches of OpStoreKVRows (row i goes to Caches[i]).
+	Caches []*Tensor
+
 	// Memory: Buf plus byte offset Off. Views share their source's buffer.
 	Buf *Buffer
 	Off int

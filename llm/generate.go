@@ -2,24 +2,46 @@ package llm
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"strings"
 	"time"
 )
 
-// GenerateOptions control Generate.
+// GenerateOptions control Generate and Stream. The zero value generates DefaultMaxTokens
+// tokens greedily.
 type GenerateOptions struct {
-	MaxTokens int // tokens to generate (<= 0: until end of text or a full context)
-	Sample    SampleOptions
+	// MaxTokens is the most tokens to generate. 0: DefaultMaxTokens; NoLimit (< 0): until the
+	// end of text, a stop string or a full context.
+	MaxTokens int
+	// Sample chooses the tokens; the zero value is greedy decoding (see SampleOptions).
+	Sample SampleOptions
+	// Stop ends generation at the first of these strings in the generated text. The stop
+	// string and what follows are not emitted (text that might begin one is held back until
+	// it cannot); a stop string is found even when it spans several tokens. The tokens stay in
+	// the context (Rewind removes them).
+	Stop []string
 	// IgnoreEOS keeps generating past the end-of-text token.
 	IgnoreEOS bool
 }
 
+// DefaultMaxTokens is what MaxTokens 0 means (the gorun command's default -n).
+const DefaultMaxTokens = 128
+
+// NoLimit as GenerateOptions.MaxTokens generates until the end of text, a stop string or a
+// full context.
+const NoLimit = -1
+
 // Stats report what a generation did and how fast.
 type Stats struct {
 	PromptTokens int
-	PromptTime   time.Duration
-	Tokens       int // generated
+	PromptTime   time.Duration // includes the last token of the previous call, when pending
+	Tokens       int           // generated and added to the context
 	GenTime      time.Duration
 	Stop         StopReason
+	StopString   string // the stop string found, when Stop is StopString
+	Seed         uint64 // the seed sampling used (the random one when none was given)
 }
 
 // StopReason says why generation ended.
@@ -29,78 +51,261 @@ const (
 	StopLength      StopReason = "length"       // MaxTokens generated
 	StopEOS         StopReason = "eos"          // the model ended the text
 	StopContextFull StopReason = "context full" // no room left in the context
+	StopString      StopReason = "stop string"  // a stop string was generated
+	StopCancelled   StopReason = "cancelled"    // the context.Context was cancelled
+	StopCaller      StopReason = "caller"       // the callback returned an error or the loop broke
+	StopClosed      StopReason = "closed"       // the model was closed
+	StopError       StopReason = "error"        // a computation failed
 )
+
+// Piece is one generated token and the text it completes.
+type Piece struct {
+	// Text is the text this token releases: empty when the token ends inside a UTF-8
+	// character or may begin a stop string (the text comes with a later piece). The Texts of
+	// all pieces are the generated text.
+	Text string
+	// Token is the token id, or -1 for a last piece that only releases held-back text.
+	Token int32
+	// LogProb is the token's log-probability under the model (log softmax of the logits,
+	// before the repetition penalty and the sampling filters).
+	LogProb float32
+}
 
 // Generate appends the prompt to the session's context and generates text after it, passing
 // each piece of valid UTF-8 to emit as soon as it is complete. An error from emit or a
-// cancelled ctx stops generation and is returned.
+// cancelled ctx stops generation and is returned (a cancellation matches ErrCancelled); the
+// session stays usable, holding every token sampled so far.
+//
+// Every sampled token joins the context (Pos counts it; the last one is evaluated when the
+// next call needs it), so generating N*k tokens in one call or k tokens in N calls with an
+// empty prompt gives the same text and Pos, for greedy and seeded sampling alike. An empty
+// prompt on an empty context starts at the end-of-text token, as Hugging Face does.
 func (s *Session) Generate(ctx context.Context, prompt string, opts GenerateOptions, emit func(string) error) (Stats, error) {
-	var st Stats
+	return s.generate(ctx, prompt, opts, false, func(p Piece) error {
+		if p.Text == "" {
+			return nil
+		}
+		return emit(p.Text)
+	})
+}
+
+// GenerateTokens is Generate passing every token as a Piece (id, log-probability, text).
+func (s *Session) GenerateTokens(ctx context.Context, prompt string, opts GenerateOptions, emit func(Piece) error) (Stats, error) {
+	return s.generate(ctx, prompt, opts, true, emit)
+}
+
+// Stream is Generate as an iterator of pieces: it yields each generated token as a Piece with
+// a nil error, and a final (Piece{}, err) when generation fails. Breaking out of the loop stops
+// generation (Stop is StopCaller). LastStats reports the generation afterwards.
+//
+//	for p, err := range s.Stream(ctx, "Hello", llm.GenerateOptions{}) {
+//		if err != nil { return err }
+//		fmt.Print(p.Text)
+//	}
+func (s *Session) Stream(ctx context.Context, prompt string, opts GenerateOptions) iter.Seq2[Piece, error] {
+	return func(yield func(Piece, error) bool) {
+		_, err := s.generate(ctx, prompt, opts, true, func(p Piece) error {
+			if !yield(p, nil) {
+				return errStopped
+			}
+			return nil
+		})
+		if err != nil && !errors.Is(err, errStopped) {
+			yield(Piece{}, err)
+		}
+	}
+}
+
+// errStopped is how Stream's loop body breaking reaches generate.
+var errStopped = errors.New("stopped by the caller")
+
+// LastStats reports the session's last Generate, GenerateTokens or Stream.
+func (s *Session) LastStats() Stats { return s.last }
+
+func (s *Session) generate(ctx context.Context, prompt string, opts GenerateOptions, logProbs bool, emit func(Piece) error) (st Stats, err error) {
+	defer func() { s.last = st }()
+	if err := s.usable(); err != nil {
+		st.Stop = StopClosed
+		return st, err
+	}
+	if err := opts.Sample.Validate(); err != nil {
+		return st, err
+	}
+	for _, stop := range opts.Stop {
+		if stop == "" {
+			return st, fmt.Errorf("%w: GenerateOptions.Stop holds an empty string", ErrInvalidOption)
+		}
+	}
+	maxTokens := opts.MaxTokens
+	if maxTokens == 0 {
+		maxTokens = DefaultMaxTokens
+	}
 	tok := s.m.tok
 	ids := tok.Encode(prompt)
-	if len(ids) == 0 && s.pos == 0 {
+	if len(ids) == 0 && len(s.tokens) == 0 {
 		// GPT-2 has no BOS token; like Hugging Face, start unconditional text at end-of-text.
 		ids = []int32{tok.EOS()}
 	}
 	st.PromptTokens = len(ids)
-	if s.pos+len(ids) >= s.cache.Size {
-		return st, errPromptTooLong(len(ids), s.pos, s.cache.Size)
+	if len(s.tokens)+len(ids) >= s.m.nctx {
+		return st, errPromptTooLong(len(ids), len(s.tokens), s.m.nctx)
 	}
+	if err := s.check(ids); err != nil {
+		return st, err
+	}
+	if len(ids) > 0 || s.dec == nil {
+		s.dec = tok.NewDecoder() // text before a prompt is done with
+	}
+	keep := len(s.tokens)
+	s.tokens = append(s.tokens, ids...)
+	sampler := NewSampler(opts.Sample, s.m.arch.Hparams().NVocab)
+	st.Seed = sampler.Seed()
+	stops := stopper{stops: opts.Stop}
 	start := time.Now()
-	var logits []float32
-	var err error
-	if len(ids) > 0 {
-		if logits, err = s.Eval(ids); err != nil {
-			return st, err
+	first := true
+	joined := false
+	defer func() {
+		if joined {
+			s.m.batch.leave()
 		}
-	} else {
-		logits = s.logits
+	}()
+	// finish ends generation for a reason other than a stop string and releases the text held
+	// back: text that might have begun a stop string and, when the text cannot go on (end of
+	// text, full context, failure), an incomplete UTF-8 character; after MaxTokens or a
+	// cancellation the next call may complete the character.
+	finish := func(reason StopReason) error {
+		st.Stop = reason
+		if reason == StopCaller {
+			return nil
+		}
+		rest := stops.held
+		stops.held = ""
+		if reason != StopLength && reason != StopCancelled {
+			rest += s.dec.Flush()
+		}
+		if i, which := stops.find(rest); i >= 0 {
+			rest, st.Stop, st.StopString = rest[:i], StopString, which
+		}
+		if rest == "" {
+			return nil
+		}
+		return emit(Piece{Text: rest, Token: -1})
 	}
-	st.PromptTime = time.Since(start)
-
-	recent := make([]int32, 0, 1024)
-	recent = append(recent, ids...)
-	sampler := NewSampler(opts.Sample, len(logits))
-	dec := tok.NewDecoder()
-	var one [1]int32
-	start = time.Now()
 	for {
 		if err := ctx.Err(); err != nil {
+			if first {
+				s.rollback(keep)
+			}
+			finish(StopCancelled)
+			return st, cancelled(err)
+		}
+		if maxTokens > 0 && st.Tokens >= maxTokens {
+			break
+		}
+		if len(s.tokens) >= s.m.nctx {
+			st.Stop = StopContextFull
+			break
+		}
+		logits, err := s.sync(ctx, len(s.tokens))
+		if err != nil {
+			if first {
+				s.rollback(keep)
+			}
+			st.Stop = StopError
+			switch {
+			case errors.Is(err, ErrCancelled):
+				st.Stop = StopCancelled
+			case errors.Is(err, ErrClosed):
+				st.Stop = StopClosed
+			}
+			finish(st.Stop)
 			return st, err
 		}
-		next := sampler.Sample(logits, recent)
+		if first {
+			st.PromptTime = time.Since(start)
+			start = time.Now()
+			first = false
+			s.m.batch.join()
+			joined = true
+		}
+		next := sampler.SampleAt(logits, s.tokens, uint64(len(s.tokens)))
 		if next == tok.EOS() && !opts.IgnoreEOS {
 			st.Stop = StopEOS
 			break
 		}
-		st.Tokens++
-		if len(recent) == cap(recent) {
-			recent = append(recent[:0], recent[len(recent)-256:]...)
+		p := Piece{Token: next}
+		if logProbs {
+			p.LogProb = logProb(logits, next)
 		}
-		recent = append(recent, next)
-		if piece := dec.Next(next); piece != "" {
-			if err := emit(piece); err != nil {
+		s.tokens = append(s.tokens, next)
+		s.logitsOK = false
+		st.Tokens++
+		var hit bool
+		p.Text, hit, st.StopString = stops.add(s.dec.Next(next))
+		if hit || p.Text != "" || logProbs {
+			if err := emit(p); err != nil {
+				st.GenTime = time.Since(start)
+				finish(StopCaller)
 				return st, err
 			}
 		}
-		if opts.MaxTokens > 0 && st.Tokens == opts.MaxTokens {
-			st.Stop = StopLength
-			break
-		}
-		if s.pos >= s.cache.Size {
-			st.Stop = StopContextFull
-			break
-		}
-		one[0] = next
-		if logits, err = s.Eval(one[:]); err != nil {
-			return st, err
+		if hit {
+			st.Stop = StopString
+			s.dec = tok.NewDecoder()
+			st.GenTime = time.Since(start)
+			return st, nil
 		}
 	}
-	if rest := dec.Flush(); rest != "" {
-		if err := emit(rest); err != nil {
-			return st, err
+	if st.Stop == "" {
+		st.Stop = StopLength
+	}
+	err = finish(st.Stop)
+	if first {
+		st.PromptTime = time.Since(start)
+	} else {
+		st.GenTime = time.Since(start)
+	}
+	return st, err
+}
+
+// stopper finds stop strings in generated text, holding back text that may begin one.
+type stopper struct {
+	stops []string
+	held  string
+}
+
+// add appends text and returns what can be released; hit reports a stop string (the text
+// released is then what comes before it).
+func (s *stopper) add(text string) (out string, hit bool, which string) {
+	if len(s.stops) == 0 {
+		return text, false, ""
+	}
+	t := s.held + text
+	if i, w := s.find(t); i >= 0 {
+		s.held = ""
+		return t[:i], true, w
+	}
+	// Hold back the longest end of t that begins a stop string.
+	keep := 0
+	for _, stop := range s.stops {
+		for k := min(len(stop)-1, len(t)); k > keep; k-- {
+			if strings.HasSuffix(t, stop[:k]) {
+				keep = k
+				break
+			}
 		}
 	}
-	st.GenTime = time.Since(start)
-	return st, nil
+	s.held = t[len(t)-keep:]
+	return t[:len(t)-keep], false, ""
+}
+
+// find returns the index of the earliest stop string in t and which one, or -1.
+func (s *stopper) find(t string) (int, string) {
+	best, which := -1, ""
+	for _, stop := range s.stops {
+		if i := strings.Index(t, stop); i >= 0 && (best < 0 || i < best) {
+			best, which = i, stop
+		}
+	}
+	return best, which
 }

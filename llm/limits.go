@@ -46,13 +46,13 @@ func checkFile(f *gguf.File) error {
 func checkTensorType(ti *gguf.TensorInfo) error {
 	fm, err := quant.FormatOf(ti.Type)
 	if len(ti.Dims) == 1 && ti.Type != quant.F32 {
-		return fmt.Errorf("tensor %q is a vector of type %v; gorun computes with vectors (biases, norms) in f32 only", ti.Name, ti.Type)
+		return fmt.Errorf("%w: tensor %q is a vector of type %v; gorun computes with vectors (biases, norms) in f32 only", ErrUnsupportedType, ti.Name, ti.Type)
 	}
 	switch {
 	case err != nil:
-		return fmt.Errorf("tensor %q: %w", ti.Name, err)
+		return fmt.Errorf("%w: tensor %q: %w", ErrUnsupportedType, ti.Name, err)
 	case fm.Dequantize == nil || fm.DotF32 == nil:
-		return fmt.Errorf("tensor %q has type %v, which gorun cannot use as a weight (%v is an activation format: no dot product with it); re-quantize the model from f16 or f32", ti.Name, ti.Type, ti.Type)
+		return fmt.Errorf("%w: tensor %q has type %v, which gorun cannot use as a weight (%v is an activation format: no dot product with it); re-quantize the model from f16 or f32", ErrUnsupportedType, ti.Name, ti.Type, ti.Type)
 	}
 	return nil
 }

@@ -12,7 +12,6 @@
 package llm
 
 import (
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -24,9 +23,6 @@ import (
 	"github.com/gorun-dev/gorun/models"
 	"github.com/gorun-dev/gorun/tokenizer"
 )
-
-// ErrContextFull is returned (wrapped) when tokens do not fit the context.
-var ErrContextFull = errors.New("context is full")
 
 // Options configure loading.
 type Options struct {
@@ -51,7 +47,8 @@ type Options struct {
 }
 
 // Model is a loaded model: mapped weights, tokenizer and backend. It is safe for concurrent use
-// by several sessions (their computations take turns on the backend).
+// by several sessions, one goroutine each: their single-token steps are computed together, as
+// the rows of one forward pass per step (continuous batching), and prompts take turns.
 type Model struct {
 	file     *gguf.File
 	path     string
@@ -63,7 +60,11 @@ type Model struct {
 	nbatch   int
 	loadTime time.Duration
 
-	computeMu sync.Mutex
+	computeMu   sync.Mutex // one computation at a time on the backend
+	life        lifecycle  // Close waits for computations and refuses new ones
+	batch       batcher    // sessions' single-token steps, computed together
+	fingerprint uint64     // identifies the weights in saved sessions (computed on first use)
+	fpOnce      sync.Once
 }
 
 // Load maps a GGUF file and prepares its model. Errors name what is wrong with the file.
@@ -71,7 +72,7 @@ func Load(path string, opts Options) (*Model, error) {
 	start := time.Now()
 	f, err := gguf.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, openError(err)
 	}
 	m, err := newModel(f, opts)
 	if err != nil {
@@ -90,11 +91,11 @@ func newModel(f *gguf.File, opts Options) (*Model, error) {
 		}
 	}
 	if err := checkFile(f); err != nil {
-		return nil, err
+		return nil, classify(err)
 	}
 	tok, err := tokenizer.FromGGUF(f)
 	if err != nil {
-		return nil, err
+		return nil, classify(err)
 	}
 	m := &Model{file: f, tok: tok, be: opts.Backend}
 	if m.be == nil {
@@ -104,18 +105,18 @@ func newModel(f *gguf.File, opts Options) (*Model, error) {
 	}
 	if m.arch, err = models.Load(f, m.be); err != nil {
 		m.closeBackend()
-		return nil, err
+		return nil, classify(err)
 	}
 	hp := m.arch.Hparams()
 	if hp.NVocab != tok.VocabSize() {
 		m.closeBackend()
-		return nil, fmt.Errorf("the tokenizer has %d tokens but the model %d", tok.VocabSize(), hp.NVocab)
+		return nil, fmt.Errorf("%w: the tokenizer has %d tokens but the model %d", ErrBadFile, tok.VocabSize(), hp.NVocab)
 	}
 	m.nctx = hp.NCtx
 	if opts.ContextLength > 0 {
 		if opts.ContextLength > hp.NCtx {
 			m.closeBackend()
-			return nil, fmt.Errorf("context length %d exceeds the %d positions this %s model was trained for", opts.ContextLength, hp.NCtx, hp.Arch)
+			return nil, fmt.Errorf("%w: context length %d exceeds the %d positions this %s model was trained for", ErrInvalidOption, opts.ContextLength, hp.NCtx, hp.Arch)
 		}
 		m.nctx = opts.ContextLength
 	}
@@ -135,13 +136,6 @@ func (m *Model) closeBackend() {
 	if m.ownsBe {
 		m.be.Close()
 	}
-}
-
-// Close releases the backend (if the model made it) and unmaps the file. Sessions of the
-// model must not be used afterwards.
-func (m *Model) Close() error {
-	m.closeBackend()
-	return m.file.Close()
 }
 
 // Path is the file the model was loaded from.

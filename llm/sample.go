@@ -2,6 +2,7 @@ package llm
 
 import (
 	"cmp"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -9,19 +10,100 @@ import (
 
 // SampleOptions choose how the next token is picked from the logits. The filters run in
 // llama.cpp's order: repetition penalty, top-k, top-p, min-p, temperature, then a random draw.
+//
+// Every zero value means something: a zero Temperature is greedy decoding (as llama.cpp's
+// --temp 0), and every other field left at zero takes llama.cpp's default. To turn a filter off,
+// give the value named in its comment (NoTopK, 1, NoMinP, 1, ...). NaN and Inf are rejected.
 type SampleOptions struct {
-	Temperature   float32 // <= 0: greedy (the most likely token)
-	TopK          int     // keep the k most likely tokens (<= 0: all)
-	TopP          float32 // keep the smallest set whose probability reaches p (>= 1: all)
-	MinP          float32 // drop tokens less likely than MinP times the most likely (<= 0: off)
-	RepeatPenalty float32 // divide positive logits (multiply negative ones) of recent tokens (1: off)
-	RepeatLastN   int     // how many recent tokens the penalty looks at
-	Seed          uint64
+	// Temperature divides the logits before the draw. 0 (or less): greedy, the most likely
+	// token after the repetition penalty; the other filters and the seed then do not matter.
+	Temperature float32
+	// TopK keeps the k most likely tokens. 0: llama.cpp's default, 40; NoTopK (< 0): all.
+	TopK int
+	// TopP keeps the smallest set of most likely tokens whose probability reaches p.
+	// 0: llama.cpp's default, 0.95; 1: off. Must be in [0, 1].
+	TopP float32
+	// MinP drops tokens less likely than MinP times the most likely one.
+	// 0: llama.cpp's default, 0.05; NoMinP (< 0): off. Must be at most 1.
+	MinP float32
+	// RepeatPenalty divides positive logits (multiplies negative ones) of tokens among the last
+	// RepeatLastN of the context. 0: llama.cpp's default, 1 (off). Must not be negative.
+	RepeatPenalty float32
+	// RepeatLastN is how many recent context tokens the penalty looks at. 0: llama.cpp's
+	// default, 64; WholeContext (< 0): the whole context.
+	RepeatLastN int
+	// Seed makes sampling reproducible. 0: a random seed, drawn per Generate call and
+	// reported in Stats.Seed (give it back to reproduce the text). The draw for the token at
+	// context position p depends only on (Seed, p), so generating N*k tokens in one call or
+	// in N calls of k gives the same text.
+	Seed uint64
 }
 
-// DefaultSampleOptions are llama.cpp's defaults.
+// Values that turn a sampling filter off (see SampleOptions).
+const (
+	NoTopK       = -1
+	NoMinP       = -1
+	WholeContext = -1
+)
+
+// Greedy is greedy decoding: always the most likely token (the zero SampleOptions).
+var Greedy = SampleOptions{}
+
+// DefaultSampleOptions are llama.cpp's defaults (what zero fields mean, spelled out), with
+// temperature 0.8.
 func DefaultSampleOptions() SampleOptions {
 	return SampleOptions{Temperature: 0.8, TopK: 40, TopP: 0.95, MinP: 0.05, RepeatPenalty: 1, RepeatLastN: 64}
+}
+
+// Validate reports an option that is NaN, infinite or out of range, naming it.
+func (o SampleOptions) Validate() error {
+	for _, f := range []struct {
+		name string
+		v    float32
+	}{{"Temperature", o.Temperature}, {"TopP", o.TopP}, {"MinP", o.MinP}, {"RepeatPenalty", o.RepeatPenalty}} {
+		if math.IsNaN(float64(f.v)) || math.IsInf(float64(f.v), 0) {
+			return fmt.Errorf("%w: SampleOptions.%s is %v", ErrInvalidOption, f.name, f.v)
+		}
+	}
+	switch {
+	case o.TopP < 0 || o.TopP > 1:
+		return fmt.Errorf("%w: SampleOptions.TopP = %v is outside [0, 1]", ErrInvalidOption, o.TopP)
+	case o.MinP > 1:
+		return fmt.Errorf("%w: SampleOptions.MinP = %v is above 1", ErrInvalidOption, o.MinP)
+	case o.RepeatPenalty < 0:
+		return fmt.Errorf("%w: SampleOptions.RepeatPenalty = %v is negative", ErrInvalidOption, o.RepeatPenalty)
+	}
+	return nil
+}
+
+// resolved replaces zero values by the defaults they stand for.
+func (o SampleOptions) resolved() SampleOptions {
+	d := DefaultSampleOptions()
+	if o.TopK == 0 {
+		o.TopK = d.TopK
+	}
+	if o.TopP == 0 {
+		o.TopP = d.TopP
+	}
+	if o.MinP == 0 {
+		o.MinP = d.MinP
+	}
+	if o.RepeatPenalty == 0 {
+		o.RepeatPenalty = d.RepeatPenalty
+	}
+	if o.RepeatLastN == 0 {
+		o.RepeatLastN = d.RepeatLastN
+	}
+	return o
+}
+
+// randomSeed returns a nonzero random seed.
+func randomSeed() uint64 {
+	for {
+		if s := rand.Uint64(); s != 0 {
+			return s
+		}
+	}
 }
 
 type candidate struct {
@@ -30,24 +112,44 @@ type candidate struct {
 	p     float32
 }
 
-// Sampler picks tokens. Its buffers are allocated once; Sample allocates nothing.
+// Sampler picks tokens. Its buffers are allocated once; Sample allocates nothing. It does not
+// modify the logits it is given.
 type Sampler struct {
-	opts SampleOptions
-	rng  *rand.Rand
-	cand []candidate
+	opts  SampleOptions
+	cand  []candidate
+	work  []float32
+	calls uint64
 }
 
-// NewSampler makes a sampler for a vocabulary of n tokens.
+// NewSampler makes a sampler for a vocabulary of n tokens. Zero options take their defaults
+// (see SampleOptions); a zero Seed is replaced by a random one (Seed reports it).
 func NewSampler(opts SampleOptions, n int) *Sampler {
-	return &Sampler{opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, 0x9e3779b97f4a7c15)), cand: make([]candidate, n)}
+	opts = opts.resolved()
+	if opts.Seed == 0 {
+		opts.Seed = randomSeed()
+	}
+	return &Sampler{opts: opts, cand: make([]candidate, n), work: make([]float32, n)}
 }
 
-// Sample returns the next token given the logits (which it modifies when a repetition penalty
-// applies) and the recent tokens.
+// Seed is the seed the sampler draws with.
+func (s *Sampler) Seed() uint64 { return s.opts.Seed }
+
+// Sample returns the next token given the logits and the recent tokens, drawing the random
+// number from (seed, number of previous Sample calls).
 func (s *Sampler) Sample(logits []float32, recent []int32) int32 {
+	s.calls++
+	return s.SampleAt(logits, recent, s.calls-1)
+}
+
+// SampleAt returns the token to put at context position pos: its random draw depends only on
+// the seed and pos.
+func (s *Sampler) SampleAt(logits []float32, recent []int32, pos uint64) int32 {
 	o := &s.opts
-	if o.RepeatPenalty != 1 && o.RepeatPenalty > 0 {
-		penalize(logits, recent, o.RepeatLastN, o.RepeatPenalty)
+	if o.RepeatPenalty != 1 && o.RepeatPenalty > 0 && len(recent) > 0 {
+		w := s.work[:len(logits)]
+		copy(w, logits)
+		penalize(w, recent, o.RepeatLastN, o.RepeatPenalty)
+		logits = w
 	}
 	if o.Temperature <= 0 {
 		return argmax(logits)
@@ -82,7 +184,7 @@ func (s *Sampler) Sample(logits []float32, recent []int32) int32 {
 		}
 	}
 	softmax(c, o.Temperature)
-	r := float32(s.rng.Float64())
+	r := float32(uniform(o.Seed, pos))
 	var cum float32
 	for i := range c {
 		cum += c[i].p
@@ -91,6 +193,26 @@ func (s *Sampler) Sample(logits []float32, recent []int32) int32 {
 		}
 	}
 	return c[len(c)-1].id
+}
+
+// uniform is a number in [0, 1) that depends only on seed and pos (a PCG stream per position).
+func uniform(seed, pos uint64) float64 {
+	var p rand.PCG
+	p.Seed(seed, pos^0x9e3779b97f4a7c15)
+	return float64(p.Uint64()>>11) / (1 << 53)
+}
+
+// logProb is log softmax(logits)[id], in float64.
+func logProb(logits []float32, id int32) float32 {
+	mx := math.Inf(-1)
+	for _, l := range logits {
+		mx = math.Max(mx, float64(l))
+	}
+	var sum float64
+	for _, l := range logits {
+		sum += math.Exp(float64(l) - mx)
+	}
+	return float32(float64(logits[id]) - mx - math.Log(sum))
 }
 
 // argmax returns the first index of the largest logit (as torch.argmax does).

@@ -1,20 +1,33 @@
 package llm
 
 import (
+	"context"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/gorun-dev/gorun/graph"
 	"github.com/gorun-dev/gorun/models"
 	"github.com/gorun-dev/gorun/quant"
+	"github.com/gorun-dev/gorun/tokenizer"
 )
 
-// Session is one conversation with a model: a KV cache and the graphs that fill it. Its
-// single-token graph is built once, so generating a token allocates nothing. A Session is not
-// safe for concurrent use; use one per goroutine.
+// Session is one conversation with a model: the tokens of its context, their keys and values
+// (the KV cache) and the graphs that fill it. Its single-token graph is built once, so
+// generating a token allocates nothing. A Session is not safe for concurrent use; use one per
+// goroutine. Sessions of one model that generate at the same time have their tokens computed
+// together, one forward pass per step for all of them (see Model).
+//
+// The context may end with one token that is not in the cache yet: the last token Generate
+// sampled. It counts in Pos and is evaluated by the next call that needs its logits, so
+// generating in several calls gives the same text as one call, without a wasted evaluation.
 type Session struct {
 	m     *Model
+	id    uint64
 	cache *models.KVCache
-	pos   int // tokens in the cache
+
+	tokens   []int32 // the context; tokens[:npast] have their keys and values in the cache
+	npast    int
+	logitsOK bool // logits follow tokens[npast-1], and npast == len(tokens)
 
 	decode stepGraph // n = 1, built once
 	batch  stepGraph // rebuilt per prompt batch size
@@ -22,6 +35,10 @@ type Session struct {
 	posBuf []int32   // positions input of a step
 
 	lastWasBatch bool // which graph holds the latest logits
+	closed       bool
+	last         Stats
+	dec          *tokenizer.Decoder // generated text's decoder, kept between Generate calls
+	step         stepRequest        // this session's request to the model's batcher
 }
 
 // stepGraph is a built forward pass with its memory.
@@ -34,14 +51,22 @@ type stepGraph struct {
 	logitsFrom int
 }
 
+var sessionIDs atomic.Uint64
+
 // NewSession allocates a KV cache for the model's context length and builds the decode graph.
+// Its memory is about SessionBytes.
 func (m *Model) NewSession() (*Session, error) {
+	if err := m.enter(); err != nil {
+		return nil, err
+	}
+	defer m.exit()
 	hp := m.arch.Hparams()
 	cache, err := models.NewKVCache(m.be, hp.NLayer, hp.NEmbd, m.nctx, quant.F32)
 	if err != nil {
 		return nil, err
 	}
-	s := &Session{m: m, cache: cache, logits: make([]float32, hp.NVocab)}
+	s := &Session{m: m, id: sessionIDs.Add(1), cache: cache, logits: make([]float32, hp.NVocab)}
+	s.tokens = make([]int32, 0, m.nctx)
 	s.posBuf = make([]int32, m.nbatch)
 	s.decode.ctx = graph.NewContext(m.arch.MaxTensors())
 	s.batch.ctx = graph.NewContext(m.arch.MaxTensors())
@@ -84,57 +109,130 @@ func (s *Session) build(sg *stepGraph, n, logitsFrom int) error {
 }
 
 // Pos is the number of tokens in the session's context.
-func (s *Session) Pos() int { return s.pos }
+func (s *Session) Pos() int { return len(s.tokens) }
+
+// Tokens returns a copy of the tokens of the context.
+func (s *Session) Tokens() []int32 { return append([]int32(nil), s.tokens...) }
 
 // ContextLength is the number of tokens the session can hold.
-func (s *Session) ContextLength() int { return s.cache.Size }
+func (s *Session) ContextLength() int { return s.m.nctx }
+
+// Model is the model the session runs.
+func (s *Session) Model() *Model { return s.m }
 
 // Reset empties the context.
-func (s *Session) Reset() { s.pos = 0 }
+func (s *Session) Reset() { s.Rewind(0) }
 
-// Rewind drops the tokens after the first n (the cache keeps them, they are just overwritten).
-func (s *Session) Rewind(n int) {
-	if n >= 0 && n < s.pos {
-		s.pos = n
+// Rewind keeps the first n tokens of the context and drops the rest, so that generation can
+// go on from there (say, to regenerate an answer). Nothing is recomputed: the cache rows of the
+// dropped tokens are overwritten later. n must be in [0, Pos()].
+func (s *Session) Rewind(n int) error {
+	if n < 0 || n > len(s.tokens) {
+		return fmt.Errorf("%w: rewind to %d tokens of a %d-token context", ErrInvalidOption, n, len(s.tokens))
 	}
+	s.dec = nil
+	if n < len(s.tokens) {
+		s.tokens = s.tokens[:n]
+		s.npast = min(s.npast, n)
+		s.logitsOK = false
+	}
+	return nil
+}
+
+// Close releases the session's memory; using it afterwards returns ErrClosed. It is safe to
+// call more than once.
+func (s *Session) Close() error {
+	s.closed = true
+	s.cache = nil
+	s.decode, s.batch = stepGraph{}, stepGraph{}
+	return nil
+}
+
+// usable reports ErrClosed for a closed session or model.
+func (s *Session) usable() error {
+	if s.closed {
+		return fmt.Errorf("%w: the session was closed", ErrClosed)
+	}
+	return s.m.closedErr()
 }
 
 // Eval appends tokens to the context and returns the logits after the last one. The slice is
 // the session's and stays valid until the next call. A single token runs the prebuilt decode
-// graph; longer inputs run in batches.
+// graph (together with the other sessions' tokens of the same step); longer inputs run in
+// batches. On error the context is left as it was.
 func (s *Session) Eval(tokens []int32) ([]float32, error) {
+	return s.EvalContext(context.Background(), tokens)
+}
+
+// EvalContext is Eval that stops between batches when ctx is done (the error then matches
+// ErrCancelled and ctx.Err()).
+func (s *Session) EvalContext(ctx context.Context, tokens []int32) ([]float32, error) {
 	if len(tokens) == 0 {
-		return nil, fmt.Errorf("no tokens to evaluate")
+		return nil, fmt.Errorf("%w: no tokens to evaluate", ErrInvalidOption)
+	}
+	if err := s.usable(); err != nil {
+		return nil, err
 	}
 	if err := s.check(tokens); err != nil {
 		return nil, err
 	}
-	for len(tokens) > 0 {
-		n := min(len(tokens), s.m.nbatch)
-		sg := &s.decode
-		if n > 1 {
-			sg = &s.batch
-			if err := s.build(sg, n, n-1); err != nil {
-				return nil, err
-			}
-		}
-		if err := s.run(sg, tokens[:n]); err != nil {
-			return nil, err
-		}
-		tokens = tokens[n:]
-	}
-	if err := s.m.be.Read(s.lastLogits(), quant.F32Bytes(s.logits)); err != nil {
+	s.dec = nil
+	s.tokens = append(s.tokens, tokens...)
+	return s.sync(ctx, len(s.tokens)-len(tokens))
+}
+
+// Logits evaluates what is pending (the last sampled token) and returns the logits after the
+// context's last token. The slice stays valid until the next call.
+func (s *Session) Logits(ctx context.Context) ([]float32, error) {
+	if err := s.usable(); err != nil {
 		return nil, err
 	}
+	if len(s.tokens) == 0 {
+		return nil, fmt.Errorf("%w: the context is empty", ErrInvalidOption)
+	}
+	return s.sync(ctx, len(s.tokens))
+}
+
+// sync computes the cache rows of every pending token and the logits after the last one. On
+// error it drops the tokens after keep (those appended by the failed call).
+func (s *Session) sync(ctx context.Context, keep int) ([]float32, error) {
+	if s.npast == len(s.tokens) && s.logitsOK {
+		return s.logits, nil
+	}
+	if s.npast == len(s.tokens) {
+		s.npast-- // the logits are gone (rewind, restore): recompute the last token
+	}
+	s.logitsOK = false
+	for s.npast < len(s.tokens) {
+		if err := ctx.Err(); err != nil {
+			s.rollback(keep)
+			return nil, cancelled(err)
+		}
+		n := min(len(s.tokens)-s.npast, s.m.nbatch)
+		var err error
+		if n == 1 {
+			err = s.m.stepOne(s)
+		} else {
+			err = s.runBatch(n, n-1)
+		}
+		if err != nil {
+			s.rollback(keep)
+			return nil, err
+		}
+	}
+	if s.lastWasBatch {
+		if err := s.m.be.Read(s.batch.step.Logits, quant.F32Bytes(s.logits)); err != nil {
+			return nil, err
+		}
+	}
+	s.logitsOK = true
 	return s.logits, nil
 }
 
-// lastLogits is the logits tensor of the graph run last.
-func (s *Session) lastLogits() *graph.Tensor {
-	if s.lastWasBatch {
-		return s.batch.step.Logits
-	}
-	return s.decode.step.Logits
+func (s *Session) rollback(keep int) {
+	s.tokens = s.tokens[:keep]
+	s.npast = min(s.npast, keep)
+	s.logitsOK = false
 }
 
 // EvalAll appends tokens to the context and writes the logits of every one of them into dst
@@ -147,30 +245,40 @@ func (s *Session) EvalAll(tokens []int32, dst []float32) error { return s.EvalLo
 func (s *Session) EvalLogits(tokens []int32, from int, dst []float32) error {
 	V := s.m.arch.Hparams().NVocab
 	if from < 0 || from >= len(tokens) || len(dst) != (len(tokens)-from)*V {
-		return fmt.Errorf("logits buffer of %d values for tokens %d..%d of a %d-token vocabulary", len(dst), from, len(tokens), V)
+		return fmt.Errorf("%w: logits buffer of %d values for tokens %d..%d of a %d-token vocabulary", ErrInvalidOption, len(dst), from, len(tokens), V)
+	}
+	if err := s.usable(); err != nil {
+		return err
 	}
 	if err := s.check(tokens); err != nil {
 		return err
 	}
-	for len(tokens) > 0 {
-		n := min(len(tokens), s.m.nbatch)
+	s.dec = nil
+	keep := len(s.tokens)
+	if s.npast < keep { // a pending token first
+		if _, err := s.sync(context.Background(), keep); err != nil {
+			return err
+		}
+	}
+	s.tokens = append(s.tokens, tokens...)
+	s.logitsOK = false
+	for s.npast < len(s.tokens) {
+		n := min(len(s.tokens)-s.npast, s.m.nbatch)
 		// Logits of this batch start at the first wanted row in it, or its last row when
 		// none is wanted (a graph always has an output).
 		lf := min(max(from, 0), n-1)
-		if err := s.build(&s.batch, n, lf); err != nil {
-			return err
-		}
-		if err := s.run(&s.batch, tokens[:n]); err != nil {
+		if err := s.runBatch(n, lf); err != nil {
+			s.rollback(keep)
 			return err
 		}
 		if from < n {
 			rows := n - lf
 			if err := s.m.be.Read(s.batch.step.Logits, quant.F32Bytes(dst[:rows*V])); err != nil {
+				s.rollback(keep)
 				return err
 			}
 			dst = dst[rows*V:]
 		}
-		tokens = tokens[n:]
 		from -= n
 	}
 	return nil
@@ -178,39 +286,46 @@ func (s *Session) EvalLogits(tokens []int32, from int, dst []float32) error {
 
 // check refuses tokens that do not fit the context or the vocabulary.
 func (s *Session) check(tokens []int32) error {
-	if s.pos+len(tokens) > s.cache.Size {
-		return fmt.Errorf("%w: %d tokens in context + %d new > context length %d", ErrContextFull, s.pos, len(tokens), s.cache.Size)
+	if len(s.tokens)+len(tokens) > s.m.nctx {
+		return fmt.Errorf("%w: %d tokens in context + %d new > context length %d", ErrContextFull, len(s.tokens), len(tokens), s.m.nctx)
 	}
 	V := int32(s.m.arch.Hparams().NVocab)
 	for _, t := range tokens {
 		if t < 0 || t >= V {
-			return fmt.Errorf("token id %d is outside the vocabulary of %d", t, V)
+			return fmt.Errorf("%w: token id %d is outside the vocabulary of %d", ErrInvalidOption, t, V)
 		}
 	}
 	return nil
 }
 
-// run writes the inputs of one step and computes it.
-func (s *Session) run(sg *stepGraph, tokens []int32) error {
-	n := len(tokens)
-	pos := s.posBuf[:n]
-	for i := range pos {
-		pos[i] = int32(s.pos + i)
-	}
-	be := s.m.be
-	if err := be.Write(sg.step.Tokens, i32Bytes(tokens)); err != nil {
+// runBatch computes the next n pending tokens with the session's batch graph, taking turns on
+// the backend with the other sessions.
+func (s *Session) runBatch(n, logitsFrom int) error {
+	if err := s.m.enter(); err != nil {
 		return err
 	}
-	if err := be.Write(sg.step.Positions, i32Bytes(pos)); err != nil {
+	defer s.m.exit()
+	if err := s.build(&s.batch, n, logitsFrom); err != nil {
+		return err
+	}
+	pos := s.posBuf[:n]
+	for i := range pos {
+		pos[i] = int32(s.npast + i)
+	}
+	be := s.m.be
+	if err := be.Write(s.batch.step.Tokens, i32Bytes(s.tokens[s.npast:s.npast+n])); err != nil {
+		return err
+	}
+	if err := be.Write(s.batch.step.Positions, i32Bytes(pos)); err != nil {
 		return err
 	}
 	s.m.computeMu.Lock()
-	err := be.Compute(sg.g)
+	err := be.Compute(s.batch.g)
 	s.m.computeMu.Unlock()
 	if err != nil {
 		return err
 	}
-	s.pos += n
-	s.lastWasBatch = sg == &s.batch
+	s.npast += n
+	s.lastWasBatch = true
 	return nil
 }

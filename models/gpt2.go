@@ -117,13 +117,54 @@ func (m *gpt2) Hparams() Hparams { return m.hp }
 func (m *gpt2) MaxTensors() int { return 16 + 24*m.hp.NLayer }
 
 func (m *gpt2) Build(ctx *graph.Context, cache *KVCache, n, logitsFrom int) (Step, error) {
-	hp := m.hp
-	if len(cache.K) != hp.NLayer || cache.K[0].Ne[0] != hp.NEmbd {
-		return Step{}, fmt.Errorf("KV cache does not fit the model")
+	if err := m.checkCache(cache); err != nil {
+		return Step{}, err
 	}
 	if n < 1 || logitsFrom < 0 || logitsFrom >= n {
 		return Step{}, fmt.Errorf("logits of rows [%d, %d) requested", logitsFrom, n)
 	}
+	return m.forward(ctx, n, logitsFrom, func(i int, q, k, v, pos *graph.Tensor, scale float32) *graph.Tensor {
+		kc := ctx.StoreKV(cache.K[i], k, pos)
+		vc := ctx.StoreKV(cache.V[i], v, pos)
+		return ctx.Attention(q, kc, vc, pos, m.hp.NHead, scale)
+	})
+}
+
+func (m *gpt2) BuildRows(ctx *graph.Context, caches []*KVCache) (Step, error) {
+	n := len(caches)
+	if n < 1 {
+		return Step{}, fmt.Errorf("no rows")
+	}
+	L := m.hp.NLayer
+	for _, c := range caches {
+		if err := m.checkCache(c); err != nil {
+			return Step{}, err
+		}
+	}
+	// Per layer, the key and value caches of every row (one allocation per build).
+	all := make([]*graph.Tensor, 2*L*n)
+	return m.forward(ctx, n, 0, func(i int, q, k, v, pos *graph.Tensor, scale float32) *graph.Tensor {
+		kl, vl := all[2*i*n:(2*i+1)*n], all[(2*i+1)*n:(2*i+2)*n]
+		for r, c := range caches {
+			kl[r], vl[r] = c.K[i], c.V[i]
+		}
+		kc := ctx.StoreKVRows(kl, k, pos)
+		vc := ctx.StoreKVRows(vl, v, pos)
+		return ctx.AttentionRows(q, kc, vc, pos, m.hp.NHead, scale)
+	})
+}
+
+func (m *gpt2) checkCache(c *KVCache) error {
+	if c == nil || len(c.K) != m.hp.NLayer || c.K[0].Ne[0] != m.hp.NEmbd {
+		return fmt.Errorf("KV cache does not fit the model")
+	}
+	return nil
+}
+
+// forward adds GPT-2's forward pass of n rows; attend stores a layer's keys and values and
+// returns the attention output of the queries.
+func (m *gpt2) forward(ctx *graph.Context, n, logitsFrom int, attend func(layer int, q, k, v, pos *graph.Tensor, scale float32) *graph.Tensor) (Step, error) {
+	hp := m.hp
 	E := hp.NEmbd
 	st := Step{
 		Tokens:    ctx.NewInput("tokens", quant.I32, n),
@@ -138,9 +179,7 @@ func (m *gpt2) Build(ctx *graph.Context, cache *KVCache, n, logitsFrom int) (Ste
 		q := ctx.View2D(qkv, E, n, qkv.Nb[1], 0)
 		k := ctx.View2D(qkv, E, n, qkv.Nb[1], 4*E)
 		v := ctx.View2D(qkv, E, n, qkv.Nb[1], 8*E)
-		kc := ctx.StoreKV(cache.K[i], k, st.Positions)
-		vc := ctx.StoreKV(cache.V[i], v, st.Positions)
-		a := ctx.Attention(q, kc, vc, st.Positions, hp.NHead, scale)
+		a := attend(i, q, k, v, st.Positions, scale)
 		x = ctx.Add(x, ctx.Add(ctx.MulMat(l.attnOutW, a), l.attnOutB))
 		h = ctx.LayerNorm(x, l.ffnNormW, l.ffnNormB, hp.Eps)
 		h = ctx.GELU(ctx.Add(ctx.MulMat(l.upW, h), l.upB))

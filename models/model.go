@@ -2,11 +2,18 @@
 package models
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/gorun-dev/gorun/gguf"
 	"github.com/gorun-dev/gorun/graph"
 	"github.com/gorun-dev/gorun/quant"
+)
+
+// Errors that Load wraps, for callers to tell apart with errors.Is.
+var (
+	ErrUnsupportedArchitecture = errors.New("unsupported model architecture")
+	ErrUnsupportedType         = errors.New("unsupported tensor type")
 )
 
 // Hparams are the shape of a model.
@@ -30,6 +37,12 @@ type Model interface {
 	// positions. Logits holds the logits of tokens logitsFrom..n-1 (n-1 alone when generating,
 	// all of them for perplexity); rows before logitsFrom skip the output layer.
 	Build(ctx *graph.Context, cache *KVCache, n, logitsFrom int) (Step, error)
+	// BuildRows adds the forward pass of one row per cache, for decoding several sequences
+	// in one pass: row i is the next token of the sequence whose cache is caches[i], at the
+	// position written to Positions[i]; its keys and values go to that cache and it attends
+	// only to that cache. Logits has a row per row. Every weight is read once for all rows,
+	// and a row's results are computed exactly as Build computes them for that sequence alone.
+	BuildRows(ctx *graph.Context, caches []*KVCache) (Step, error)
 	// MaxTensors bounds the tensors Build creates for any n (to size contexts).
 	MaxTensors() int
 }
@@ -51,7 +64,7 @@ func Load(f *gguf.File, be graph.Backend) (Model, error) {
 	case "gpt2":
 		return loadGPT2(f, be)
 	}
-	return nil, fmt.Errorf("model architecture %q is not supported (supported: gpt2)", arch)
+	return nil, fmt.Errorf("%w: %q (supported: gpt2)", ErrUnsupportedArchitecture, arch)
 }
 
 // KVCache holds the keys and values of every layer for a context of Size positions.
@@ -107,7 +120,7 @@ func (w *weights) get(name string, want ...int) (*graph.Tensor, error) {
 		}
 	}
 	if _, err := quant.FormatOf(ti.Type); err != nil {
-		return nil, fmt.Errorf("tensor %q: %w", name, err)
+		return nil, fmt.Errorf("tensor %q: %w: %w", name, ErrUnsupportedType, err)
 	}
 	buf, err := w.be.Weights(w.f.Data(ti))
 	if err != nil {
@@ -128,4 +141,17 @@ func hparam(f *gguf.File, key string, limit int) (int, error) {
 		return 0, fmt.Errorf("%s = %d is out of range (1..%d)", key, v, limit)
 	}
 	return int(v), nil
+}
+
+// HostRows returns the bytes of the first n rows of layer l's keys (v false) or values (v
+// true), or nil when the cache is not in host memory.
+func (c *KVCache) HostRows(l int, v bool, n int) []byte {
+	t := c.K[l]
+	if v {
+		t = c.V[l]
+	}
+	if t.Buf == nil || t.Buf.Host == nil || n < 0 || n > t.Ne[1] {
+		return nil
+	}
+	return t.Buf.Host[t.Off : t.Off+n*t.Nb[1]]
 }

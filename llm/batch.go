@@ -1,0 +1,268 @@
+package llm
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/gorun-dev/gorun/graph"
+	"github.com/gorun-dev/gorun/models"
+	"github.com/gorun-dev/gorun/quant"
+)
+
+// batcher computes the single-token steps of the model's sessions together (continuous
+// batching): each step takes every session waiting for one and runs them as the rows of one
+// forward pass, so every weight is read once per step for all of them, while attention runs
+// per session over its own cache. Sessions join and leave between steps. There is no
+// background goroutine: the first waiting session whose step is not running becomes the leader,
+// runs the step for everyone queued, and wakes them.
+type batcher struct {
+	mu      sync.Mutex
+	cond    sync.Cond // on mu: a step finished
+	queue   []*Session
+	spare   []*Session
+	running bool
+	// expect is the number of sessions in a generation loop: they will ask for a step soon,
+	// so a leader waits (briefly) for them to make the batch full.
+	expect   int
+	wake     chan struct{}
+	timer    *time.Timer
+	lastStep time.Duration
+	// Counters for tests and benchmarks: steps run, rows computed, the largest batch.
+	steps, rows, maxRows int
+	// alone makes every step compute one session (the sessions take turns), for benchmarks.
+	alone bool
+
+	// The graph of the last batch composition (rebuilt when the sessions in it change).
+	ctx     *graph.Context
+	g       *graph.Graph
+	arena   *graph.Buffer
+	step    models.Step
+	members []*Session
+	tok     []int32
+	pos     []int32
+	logits  []float32
+}
+
+// stepRequest is a session's place in the batcher's queue.
+type stepRequest struct {
+	done bool
+	err  error
+}
+
+// join and leave count the sessions that will ask for steps.
+func (b *batcher) join() {
+	b.mu.Lock()
+	b.expect++
+	b.mu.Unlock()
+}
+
+func (b *batcher) leave() {
+	b.mu.Lock()
+	b.expect--
+	b.signal()
+	b.mu.Unlock()
+}
+
+func (b *batcher) signal() {
+	if b.wake == nil {
+		b.wake = make(chan struct{}, 1)
+	}
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+// stepOne evaluates the session's next pending token, batched with the other sessions' steps.
+func (m *Model) stepOne(s *Session) error {
+	if err := m.enter(); err != nil {
+		return err
+	}
+	defer m.exit()
+	b := &m.batch
+	b.mu.Lock()
+	if b.cond.L == nil {
+		b.cond.L = &b.mu
+	}
+	s.step = stepRequest{}
+	b.queue = append(b.queue, s)
+	b.signal()
+	for !s.step.done {
+		if b.running {
+			b.cond.Wait()
+			continue
+		}
+		b.running = true
+		b.fill(m)
+		batch := b.queue
+		b.queue, b.spare = b.spare[:0], batch
+		if b.alone && len(batch) > 1 {
+			// Take the first in line; the rest stay queued for the next steps.
+			b.queue = append(b.queue, batch[1:]...)
+			batch = batch[:1]
+		}
+		b.mu.Unlock()
+		start := time.Now()
+		err := b.run(m, batch)
+		b.lastStep = time.Since(start)
+		b.mu.Lock()
+		b.steps++
+		b.rows += len(batch)
+		b.maxRows = max(b.maxRows, len(batch))
+		for _, r := range batch {
+			r.step.err = err
+			r.step.done = true
+		}
+		b.running = false
+		b.cond.Broadcast()
+	}
+	err := s.step.err
+	b.mu.Unlock()
+	return err
+}
+
+// fill waits, unlocked, until every session in a generation loop has queued its step, or for a
+// fraction of a step's time when one is late (its caller busy with the text), so a slow reader
+// delays the others a little, never much.
+func (b *batcher) fill(m *Model) {
+	if len(b.queue) >= b.expect {
+		return
+	}
+	wait := min(max(b.lastStep/2, time.Millisecond), 50*time.Millisecond)
+	deadline := time.Now().Add(wait)
+	if b.timer == nil {
+		b.timer = time.NewTimer(wait)
+	}
+	for len(b.queue) < b.expect {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return
+		}
+		b.timer.Reset(left)
+		b.mu.Unlock()
+		select {
+		case <-b.wake:
+		case <-b.timer.C:
+		}
+		b.timer.Stop()
+		b.mu.Lock()
+	}
+}
+
+// run computes one step for the sessions of batch: a lone session runs its own decode graph;
+// several run as the rows of the batch graph.
+func (b *batcher) run(m *Model, batch []*Session) error {
+	// Order by session so that the same sessions give the same graph.
+	for i := 1; i < len(batch); i++ {
+		for j := i; j > 0 && batch[j].id < batch[j-1].id; j-- {
+			batch[j], batch[j-1] = batch[j-1], batch[j]
+		}
+	}
+	be := m.be
+	if len(batch) == 1 {
+		s := batch[0]
+		sg := &s.decode
+		b.tok = append(b.tok[:0], s.tokens[s.npast])
+		b.pos = append(b.pos[:0], int32(s.npast))
+		if err := be.Write(sg.step.Tokens, i32Bytes(b.tok)); err != nil {
+			return err
+		}
+		if err := be.Write(sg.step.Positions, i32Bytes(b.pos)); err != nil {
+			return err
+		}
+		m.computeMu.Lock()
+		err := be.Compute(sg.g)
+		m.computeMu.Unlock()
+		if err != nil {
+			return err
+		}
+		if err := be.Read(sg.step.Logits, quant.F32Bytes(s.logits)); err != nil {
+			return err
+		}
+		s.npast++
+		s.lastWasBatch = false
+		return nil
+	}
+	if err := b.build(m, batch); err != nil {
+		return err
+	}
+	b.tok, b.pos = b.tok[:0], b.pos[:0]
+	for _, s := range batch {
+		b.tok = append(b.tok, s.tokens[s.npast])
+		b.pos = append(b.pos, int32(s.npast))
+	}
+	if err := be.Write(b.step.Tokens, i32Bytes(b.tok)); err != nil {
+		return err
+	}
+	if err := be.Write(b.step.Positions, i32Bytes(b.pos)); err != nil {
+		return err
+	}
+	m.computeMu.Lock()
+	err := be.Compute(b.g)
+	m.computeMu.Unlock()
+	if err != nil {
+		return err
+	}
+	V := m.arch.Hparams().NVocab
+	if err := be.Read(b.step.Logits, quant.F32Bytes(b.logits[:len(batch)*V])); err != nil {
+		return err
+	}
+	for i, s := range batch {
+		copy(s.logits, b.logits[i*V:(i+1)*V])
+		s.npast++
+		s.lastWasBatch = false
+	}
+	return nil
+}
+
+// build makes the batch graph for these sessions unless the last one was for the same.
+func (b *batcher) build(m *Model, batch []*Session) error {
+	same := b.g != nil && len(b.members) == len(batch)
+	for i := 0; same && i < len(batch); i++ {
+		same = b.members[i] == batch[i]
+	}
+	if same {
+		return nil
+	}
+	b.members = append(b.members[:0], batch...)
+	b.g = nil
+	if b.ctx == nil {
+		b.ctx = graph.NewContext(m.arch.MaxTensors())
+	}
+	b.ctx.Reset()
+	caches := make([]*models.KVCache, len(batch))
+	for i, s := range batch {
+		caches[i] = s.cache
+	}
+	step, err := m.arch.BuildRows(b.ctx, caches)
+	if err != nil {
+		b.members = b.members[:0]
+		return err
+	}
+	g := graph.NewGraph(b.ctx.Used())
+	if err := g.Build(step.Logits); err != nil {
+		b.members = b.members[:0]
+		return err
+	}
+	size, err := g.Plan()
+	if err != nil {
+		b.members = b.members[:0]
+		return err
+	}
+	if b.arena == nil || b.arena.Size < size {
+		if b.arena, err = m.be.Alloc(size); err != nil {
+			b.members = b.members[:0]
+			return fmt.Errorf("allocating %d bytes of compute memory: %w", size, err)
+		}
+	}
+	if err := g.Bind(b.arena); err != nil {
+		b.members = b.members[:0]
+		return err
+	}
+	b.g, b.step = g, step
+	if n := len(batch) * m.arch.Hparams().NVocab; len(b.logits) < n {
+		b.logits = make([]float32, n)
+	}
+	return nil
+}

@@ -1,0 +1,189 @@
+package llm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/gorun-dev/gorun/internal/fixtures"
+	"github.com/gorun-dev/gorun/internal/testmodel"
+	"github.com/gorun-dev/gorun/quant"
+)
+
+// batchInvariantRecipes are the weight types whose matrix products the CPU backend computes
+// in the same order whatever the number of activation rows.
+var batchInvariantRecipes = []string{"f16", "q8_0", "q4_0", "q5_1", "q4_k_m", "q6_k"}
+
+// Batched decoding gives every session bit-identical logits to the same step computed alone,
+// for float and quantized weights: each row of a batched step goes through the same kernels in
+// the same summation order as a lone row.
+func TestBatchedStepBitIdentical(t *testing.T) {
+	c, _ := testmodel.Preset("tiny")
+	dir := t.TempDir()
+	base := filepath.Join(dir, "tiny-f32.gguf")
+	c.Type = quant.F32
+	if err := testmodel.Write(base, c); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{"f32": base}
+	for _, recipe := range batchInvariantRecipes {
+		ft, err := quant.ParseFileType(recipe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, "tiny-"+recipe+".gguf")
+		if _, err := Quantize(base, p, QuantizeOptions{FileType: ft, Threads: 2}); err != nil {
+			t.Fatal(err)
+		}
+		files[recipe] = p
+	}
+	prompts := [][]int32{{5, 300, 17}, {42}, {7, 3, 250, 251, 400, 12, 13}, {99, 100}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}}
+	for name, path := range files {
+		for _, threads := range []int{1, 3} {
+			m, err := Load(path, Options{Threads: threads})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Alone: each session evaluates its prompt, then one token through its decode graph.
+			V := m.Hparams().NVocab
+			want := make([][]float32, len(prompts))
+			for i, p := range prompts {
+				s, _ := m.NewSession()
+				if _, err := s.Eval(p); err != nil {
+					t.Fatal(err)
+				}
+				l, err := s.Eval([]int32{int32(30 * i)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				want[i] = append([]float32(nil), l...)
+			}
+			// Together: the same last tokens as the rows of one batched step.
+			var batch []*Session
+			for i, p := range prompts {
+				s, _ := m.NewSession()
+				if _, err := s.Eval(p); err != nil {
+					t.Fatal(err)
+				}
+				s.tokens = append(s.tokens, int32(30*i))
+				batch = append(batch, s)
+			}
+			for _, sub := range [][]*Session{batch, batch[1:4], batch[:2]} {
+				for _, s := range sub {
+					s.npast = len(s.tokens) - 1
+				}
+				if err := m.batch.run(m, append([]*Session(nil), sub...)); err != nil {
+					t.Fatal(err)
+				}
+				for _, s := range sub {
+					i := indexOf(batch, s)
+					for j := 0; j < V; j++ {
+						if s.logits[j] != want[i][j] {
+							t.Fatalf("%s, %d threads, batch of %d: session %d logit %d: batched %v, alone %v", name, threads, len(sub), i, j, s.logits[j], want[i][j])
+						}
+					}
+				}
+			}
+			m.Close()
+		}
+	}
+}
+
+func indexOf(b []*Session, s *Session) int {
+	for i, x := range b {
+		if x == s {
+			return i
+		}
+	}
+	return -1
+}
+
+// Eight sessions generate at the same time (run under -race): each gives the same greedy text
+// as a session running alone; some are cancelled mid-stream, stay usable, and continue to the
+// same text. Their steps are computed in shared batches.
+func TestConcurrentSessions(t *testing.T) {
+	var m *Model
+	if dir, err := fixtures.Find(); err == nil {
+		m, err = Load(filepath.Join(dir, "gpt2-tiny-f16.gguf"), Options{Threads: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+	} else {
+		t.Logf("fixtures: %v; using a random model", err)
+		m = tinyModel(t, func(c *testmodel.Config) { c.NCtx = 128 }, Options{Threads: 2})
+	}
+	prompts := []string{"In the beginning God created", "The quick brown fox", "Hello, world! This is a test of",
+		"A dictionary is", "hacker: n. 1. A person who", "And the LORD said", "Jargon", "To be"}
+	const n = 24
+	opts := GenerateOptions{MaxTokens: n, IgnoreEOS: true}
+	want := make([]string, len(prompts))
+	for i, p := range prompts {
+		s, _ := m.NewSession()
+		want[i], _ = genText(t, s, p, opts)
+	}
+	m.batch.mu.Lock()
+	m.batch.steps, m.batch.rows, m.batch.maxRows = 0, 0, 0
+	m.batch.mu.Unlock()
+	got := make([]string, len(prompts))
+	errs := make([]error, len(prompts))
+	var wg sync.WaitGroup
+	for i, p := range prompts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := m.NewSession()
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			var sb strings.Builder
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			pieces := 0
+			st, err := s.Generate(ctx, p, opts, func(piece string) error {
+				sb.WriteString(piece)
+				if pieces++; i%3 == 0 && pieces == 3+i {
+					cancel() // mid-stream
+				}
+				return nil
+			})
+			if i%3 == 0 {
+				if !errors.Is(err, ErrCancelled) || st.Stop != StopCancelled || st.Tokens >= n {
+					errs[i] = fmt.Errorf("cancelled session: %+v, %v", st, err)
+					return
+				}
+				// Still usable: generate the rest.
+				st2, err := s.Generate(context.Background(), "", GenerateOptions{MaxTokens: n - st.Tokens, IgnoreEOS: true},
+					func(piece string) error { sb.WriteString(piece); return nil })
+				if err != nil || st2.Tokens != n-st.Tokens {
+					errs[i] = fmt.Errorf("after cancelling: %+v, %v", st2, err)
+					return
+				}
+			} else if err != nil || st.Tokens != n {
+				errs[i] = fmt.Errorf("%+v, %v", st, err)
+				return
+			}
+			got[i] = sb.String()
+		}()
+	}
+	wg.Wait()
+	for i := range prompts {
+		if errs[i] != nil {
+			t.Errorf("session %d: %v", i, errs[i])
+		} else if got[i] != want[i] {
+			t.Errorf("session %d (%q):\n got %q\nwant %q", i, prompts[i], got[i], want[i])
+		}
+	}
+	b := &m.batch
+	b.mu.Lock()
+	t.Logf("%d steps computed %d rows, at most %d at once", b.steps, b.rows, b.maxRows)
+	if b.maxRows < 2 {
+		t.Errorf("no step was shared: largest batch %d", b.maxRows)
+	}
+	b.mu.Unlock()
+}

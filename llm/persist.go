@@ -1,0 +1,170 @@
+package llm
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"hash"
+	"hash/crc32"
+	"hash/fnv"
+	"io"
+)
+
+// Saved sessions: a header, the tokens, the cache rows of the evaluated tokens, and a CRC-32
+// of everything before it. All integers are little-endian.
+//
+//	magic "GORUNSES" | version u32 | model fingerprint u64 | layers u32 | embd u32 | cache type u32
+//	| tokens u32 | evaluated u32 | tokens i32 x tokens
+//	| per layer: keys, then values, of the evaluated tokens (embd f32 each) | crc32 u32
+const (
+	sessionMagic   = "GORUNSES"
+	sessionVersion = 1
+)
+
+// Save writes the session (its tokens and their cached keys and values) so that
+// Model.LoadSession can restore it later, in this process or another, with the same model
+// file. The size is about 8 * layers * embd bytes per token in the context.
+func (s *Session) Save(w io.Writer) error {
+	if err := s.usable(); err != nil {
+		return err
+	}
+	if err := s.m.enter(); err != nil {
+		return err
+	}
+	defer s.m.exit()
+	hp := s.m.arch.Hparams()
+	bw := bufio.NewWriter(w)
+	crc := crc32.NewIEEE()
+	out := io.MultiWriter(bw, crc)
+	put := func(v any) { binary.Write(out, binary.LittleEndian, v) }
+	io.WriteString(out, sessionMagic)
+	put(uint32(sessionVersion))
+	put(s.m.Fingerprint())
+	put(uint32(hp.NLayer))
+	put(uint32(hp.NEmbd))
+	put(uint32(0)) // F32
+	put(uint32(len(s.tokens)))
+	put(uint32(s.npast))
+	put(s.tokens)
+	for l := 0; l < hp.NLayer; l++ {
+		for _, v := range []bool{false, true} {
+			rows := s.cache.HostRows(l, v, s.npast)
+			if rows == nil {
+				return fmt.Errorf("saving a session needs its cache in host memory (the %s backend keeps it elsewhere)", s.m.be.Name())
+			}
+			out.Write(rows)
+		}
+	}
+	binary.Write(bw, binary.LittleEndian, crc.Sum32())
+	return bw.Flush()
+}
+
+// LoadSession reads a session that Save wrote into a new session of this model. It rejects
+// (with ErrBadFile) a truncated or corrupted one, and (with ErrSessionMismatch) one saved
+// from another model or holding more tokens than this model's context. Generating from the
+// restored session continues exactly as the saved one would have.
+func (m *Model) LoadSession(r io.Reader) (*Session, error) {
+	if err := m.enter(); err != nil {
+		return nil, err
+	}
+	defer m.exit()
+	hp := m.arch.Hparams()
+	crc := crc32.NewIEEE()
+	in := io.TeeReader(bufio.NewReader(r), crc)
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: saved session: %s", ErrBadFile, fmt.Sprintf(format, args...))
+	}
+	var hdr struct {
+		Magic       [8]byte
+		Version     uint32
+		Fingerprint uint64
+		Layers      uint32
+		Embd        uint32
+		CacheType   uint32
+		Tokens      uint32
+		Evaluated   uint32
+	}
+	if err := binary.Read(in, binary.LittleEndian, &hdr); err != nil {
+		return nil, bad("header: %v", err)
+	}
+	switch {
+	case string(hdr.Magic[:]) != sessionMagic:
+		return nil, bad("not a saved gorun session")
+	case hdr.Version != sessionVersion:
+		return nil, bad("version %d (this gorun reads version %d)", hdr.Version, sessionVersion)
+	case hdr.Layers != uint32(hp.NLayer) || hdr.Embd != uint32(hp.NEmbd) || hdr.CacheType != 0:
+		return nil, fmt.Errorf("%w: it has %d layers of %d, the model %d of %d", ErrSessionMismatch, hdr.Layers, hdr.Embd, hp.NLayer, hp.NEmbd)
+	case hdr.Fingerprint != m.Fingerprint():
+		return nil, fmt.Errorf("%w: it was saved with other weights", ErrSessionMismatch)
+	case hdr.Evaluated > hdr.Tokens:
+		return nil, bad("%d evaluated of %d tokens", hdr.Evaluated, hdr.Tokens)
+	case hdr.Tokens > uint32(m.nctx):
+		return nil, fmt.Errorf("%w: it holds %d tokens, the context %d", ErrSessionMismatch, hdr.Tokens, m.nctx)
+	}
+	s, err := m.NewSession()
+	if err != nil {
+		return nil, err
+	}
+	s.tokens = s.tokens[:hdr.Tokens]
+	if err := binary.Read(in, binary.LittleEndian, s.tokens); err != nil {
+		return nil, bad("tokens: %v", err)
+	}
+	for _, t := range s.tokens {
+		if t < 0 || int(t) >= hp.NVocab {
+			return nil, bad("token %d outside the vocabulary", t)
+		}
+	}
+	n := int(hdr.Evaluated)
+	for l := 0; l < hp.NLayer; l++ {
+		for _, v := range []bool{false, true} {
+			rows := s.cache.HostRows(l, v, n)
+			if rows == nil {
+				return nil, fmt.Errorf("restoring a session needs its cache in host memory (the %s backend keeps it elsewhere)", m.be.Name())
+			}
+			if _, err := io.ReadFull(in, rows); err != nil {
+				return nil, bad("cache: %v", err)
+			}
+		}
+	}
+	sum := crc.Sum32()
+	var got uint32
+	if err := binary.Read(in, binary.LittleEndian, &got); err != nil {
+		return nil, bad("checksum: %v", err)
+	}
+	if got != sum {
+		return nil, bad("checksum mismatch: the data is corrupted")
+	}
+	s.npast = n
+	s.logitsOK = false // the next call recomputes the last token's logits
+	return s, nil
+}
+
+// Fingerprint identifies the model's weights: a hash of the architecture, the tensor table and
+// a sample of every tensor's bytes. Saved sessions carry it.
+func (m *Model) Fingerprint() uint64 {
+	m.fpOnce.Do(func() {
+		h := fnv.New64a()
+		hp := m.arch.Hparams()
+		fmt.Fprintf(h, "%+v|", hp)
+		for i := range m.file.Tensors {
+			ti := &m.file.Tensors[i]
+			fmt.Fprintf(h, "%s %v %v %d|", ti.Name, ti.Type, ti.Dims, ti.Size)
+			sample(h, m.file.Data(ti))
+		}
+		m.fingerprint = h.Sum64()
+	})
+	return m.fingerprint
+}
+
+// sample hashes up to 16 spread-out 256-byte windows of b.
+func sample(h hash.Hash64, b []byte) {
+	const win, n = 256, 16
+	if len(b) <= win*n {
+		h.Write(b)
+		return
+	}
+	step := (len(b) - win) / (n - 1)
+	for i := 0; i < n; i++ {
+		h.Write(b[i*step : i*step+win])
+	}
+}
