@@ -346,38 +346,49 @@ func f16Near(d float32) [3]float32 {
 }
 
 // symStore picks the float16 scale near d whose re-rounded levels give the smallest error,
-// writing the levels (in [lmin, lmax]) to L; it returns the scale as stored.
-func symStore(x, w []float32, L []int8, d float64, lmin, lmax int32) float32 {
+// writing the levels (in [lmin, lmax]) to L; it returns the scale as stored. The (at most 3)
+// candidates' errors are computed together (candErr8, w64 = the weights as float64); the first
+// smallest wins.
+func symStore(x []float32, w64 []float64, L []int8, d float64, lmin, lmax int32) float32 {
 	n := len(x)
 	L = L[:n]
 	if d == 0 {
 		clear(L)
 		return 0
 	}
-	bestErr := math.Inf(1)
-	var bestD float32
-	var lv [256]int8
+	var (
+		cl      kxCands
+		lt, lt2 [256]int32
+		e       [9]float64
+		dvs     [3]float32
+	)
 	for _, dv := range f16Near(float32(d)) {
 		if dv == 0 {
 			continue
 		}
-		id := 1 / dv
-		var e float64
-		for j, v := range x {
-			l := clampL(nearestInt(v*id), lmin, lmax)
-			lv[j] = int8(l)
-			diff := float64(v - float32(float32(l)*dv))
-			e += float64(w[j]) * diff * diff
-		}
-		if e < bestErr {
-			bestErr, bestD = e, dv
-			copy(L, lv[:n])
-		}
+		dvs[cl.n] = dv
+		cl.addRange(dv, 0, lmin, lmax, 0, 0)
 	}
-	if bestD == 0 {
+	if cl.n == 0 {
 		clear(L)
+		return 0
 	}
-	return bestD
+	cl.eval(x, w64[:n], &e, &lt, &lt2)
+	bestErr := math.Inf(1)
+	win := -1
+	for c := 0; c < cl.n; c++ {
+		if e[c] < bestErr {
+			bestErr, win = e[c], c
+		}
+	}
+	if win < 0 {
+		clear(L)
+		return 0
+	}
+	for j := range L {
+		L[j] = int8(lt[8*j+win])
+	}
+	return dvs[win]
 }
 
 // asymFit fits x ≈ d*l + m with integer l in [0, nmax] and d > 0, minimizing

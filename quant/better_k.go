@@ -45,7 +45,7 @@ func betterKx(t Type, dst []byte, src []float32, importance []float32, nmax int3
 		blockWeights(w[:], x[:], sub(imp, i*QK_K, QK_K), sigma2, impMean)
 		b := dst[i*size : (i+1)*size]
 		betterBlockKx(&sp, b, x, &w, nmax)
-		quantBlockKx(ref[:size], x, nmax)
+		fastBlockKx(ref[:size], x, nmax) // quantBlockKx's bytes
 		keepBetter(t, b, ref[:size], x[:], w[:], scratch[:])
 	}
 	return nil
@@ -77,16 +77,20 @@ func betterBlockKx(sp *sweeper, b []byte, x, w *[QK_K]float32, nmax int32) {
 		maxS = max(maxS, s[j])
 		maxM = max(maxM, m[j])
 	}
+	var w64 [QK_K]float64
+	for i, v := range w {
+		w64[i] = float64(v)
+	}
 	var st, cand kxState
 	st.d = min(F16ToF32(F32ToF16(float32(maxS/63))), 65504)
 	st.dmin = min(F16ToF32(F32ToF16(float32(maxM/63))), 65504)
-	chooseCodesKx(&st, x, w, &s, &m, &L0, nmax)
+	chooseCodesKx(&st, x, w, &w64, &s, &m, &L0, nmax)
 	for it := 0; it < 3; it++ {
 		cand = st
-		if !refitKx(&cand, x, w, nmax) {
+		if !refitKx(&cand, x, w, &w64, nmax) {
 			break
 		}
-		chooseCodesKx(&cand, x, w, &s, &m, &cand.L, nmax)
+		chooseCodesKx(&cand, x, w, &w64, &s, &m, &cand.L, nmax)
 		if cand.err >= st.err {
 			break
 		}
@@ -123,15 +127,21 @@ func subErrKx(x, w []float32, L []uint8, ds, dm float32, nmax int32) float64 {
 // chooseCodesKx picks each sub-block's scale and min codes under st.d and st.dmin: for the
 // scale codes next to its ideal scale s[j], the min that fits the ideal levels Lref best, and
 // the min codes next to that, each tried with its own best levels.
-func chooseCodesKx(st *kxState, x, w *[QK_K]float32, s, m *[8]float64, Lref *[QK_K]uint8, nmax int32) {
-	var Lt [32]uint8
+//
+// The candidates (at most 9 per sub-block) are listed in the order the search visits them and
+// their errors computed together by candErr8; the first with the smallest error wins, as when
+// they were computed one by one (subErrKx).
+func chooseCodesKx(st *kxState, x, w *[QK_K]float32, w64 *[QK_K]float64, s, m *[8]float64, Lref *[QK_K]uint8, nmax int32) {
+	var (
+		cl      kxCands
+		lt, lt2 [256]int32
+	)
 	st.err = 0
 	for j := 0; j < 8; j++ {
 		xs, ws := x[32*j:32*j+32], w[32*j:32*j+32]
 		var lr [32]uint8 // Lref may be st.L, rewritten below
 		copy(lr[:], Lref[32*j:32*j+32])
-		best := math.Inf(1)
-		var bsc, bmc uint8
+		cl.n = 0
 		var c0 int32
 		if st.d > 0 {
 			c0 = nearestInt(float32(s[j] / float64(st.d)))
@@ -160,12 +170,27 @@ func chooseCodesKx(st *kxState, x, w *[QK_K]float32, s, m *[8]float64, Lref *[QK
 				if dk != 0 && k == clampL(k0, 0, 63) {
 					continue
 				}
-				dm := float32(st.dmin * float32(k))
-				e := subErrKx(xs, ws, Lt[:], ds, dm, nmax)
-				if e < best {
-					best, bsc, bmc = e, uint8(c), uint8(k)
-					copy(st.L[32*j:32*j+32], Lt[:])
-				}
+				cl.add(ds, float32(st.dmin*float32(k)), nmax, uint8(c), uint8(k))
+			}
+		}
+		var e [9]float64
+		cl.eval(xs, w64[32*j:32*j+32], &e, &lt, &lt2)
+		best := math.Inf(1)
+		win := -1
+		for i := 0; i < cl.n; i++ {
+			if e[i] < best {
+				best, win = e[i], i
+			}
+		}
+		var bsc, bmc uint8
+		if win >= 0 {
+			bsc, bmc = cl.a[win], cl.b[win]
+			src, lane := &lt, win
+			if win >= 8 {
+				src, lane = &lt2, win-8
+			}
+			for i := 0; i < 32; i++ {
+				st.L[32*j+i] = uint8(src[8*i+lane])
 			}
 		}
 		st.sc[j], st.mc[j] = bsc, bmc
@@ -173,10 +198,54 @@ func chooseCodesKx(st *kxState, x, w *[QK_K]float32, s, m *[8]float64, Lref *[QK
 	}
 }
 
+// kxCands lists up to 9 candidate stored scales ds and offsets dm of one group, with the codes
+// (or indices) a, b they come from.
+type kxCands struct {
+	n    int
+	p, q candParams // candidates 0-7 and 8
+	a, b [9]uint8
+}
+
+// add appends a candidate x ≈ ds*l - dm, l in [0, nmax]; with dm = 0 and lmin < 0 the
+// symmetric x ≈ ds*l, l in [lmin, nmax] (addSym).
+func (cl *kxCands) add(ds, dm float32, nmax int32, a, b uint8) {
+	cl.addRange(ds, dm, 0, nmax, a, b)
+}
+
+func (cl *kxCands) addRange(ds, dm float32, lmin, lmax int32, a, b uint8) {
+	p, c := &cl.p, cl.n
+	if c >= 8 {
+		p, c = &cl.q, c-8
+	}
+	// The scalar loops' division: 1/0 is +Inf for the asymmetric form (every level rounds to 0
+	// and the error is that of x + dm); the symmetric one (lmin < 0) takes id = 0, which also
+	// gives level 0.
+	id := float32(0)
+	if ds != 0 || lmin >= 0 {
+		id = 1 / ds
+	}
+	p.ds[c], p.dm[c], p.id[c], p.lmin[c], p.lmax[c] = ds, dm, id, lmin, lmax
+	cl.a[cl.n], cl.b[cl.n] = a, b
+	cl.n++
+}
+
+// eval computes the candidates' errors over the group x (weights w) into e and their levels
+// into lt (candidates 0-7) and lt2 (candidate 8), as candErr8 lays them out.
+func (cl *kxCands) eval(x []float32, w []float64, e *[9]float64, lt, lt2 *[256]int32) {
+	var e8 [8]float64
+	n := len(x)
+	candErr8(x, w, &cl.p, &e8, lt[:8*n])
+	copy(e[:], e8[:])
+	if cl.n > 8 {
+		candErr8(x, w, &cl.q, &e8, lt2[:8*n])
+		e[8] = e8[0]
+	}
+}
+
 // refitKx refits st.d and st.dmin by least squares with the codes and levels fixed
 // (x ≈ d*sc*l - dmin*m), tries the float16 values around the fit with re-chosen levels, and
 // keeps the best in st. It reports whether the fit was possible.
-func refitKx(st *kxState, x, w *[QK_K]float32, nmax int32) bool {
+func refitKx(st *kxState, x, w *[QK_K]float32, w64 *[QK_K]float64, nmax int32) bool {
 	var saa, sab, sbb, sxa, sxb float64
 	for i, v := range x {
 		fw := float64(w[i])
@@ -203,33 +272,54 @@ func refitKx(st *kxState, x, w *[QK_K]float32, nmax int32) bool {
 	if d <= 0 || e < 0 || math.IsNaN(d) || math.IsNaN(e) {
 		return false
 	}
-	var Lt [32]uint8
-	bestErr := math.Inf(1)
-	bestD, bestE := st.d, st.dmin
-	var bestL [QK_K]uint8
+	// The float16 pairs around the fit, in the order they are tried; each one's total error is
+	// summed over the sub-blocks in order, all pairs at once (candErr8). The scalar search
+	// stopped adding a pair's sub-blocks once its partial sum reached the best so far; the
+	// errors are not negative, so such a pair could not have won anyway.
+	var dvs, evs [9]float32
+	nc := 0
 	for _, dv := range f16Near(float32(d)) {
 		for _, ev := range f16Near(float32(e)) {
 			if dv <= 0 || ev < 0 {
 				continue
 			}
-			var tot float64
-			var Lc [QK_K]uint8
-			for j := 0; j < 8 && tot < bestErr; j++ {
-				ds := float32(dv * float32(st.sc[j]))
-				dm := float32(ev * float32(st.mc[j]))
-				tot += subErrKx(x[32*j:32*j+32], w[32*j:32*j+32], Lt[:], ds, dm, nmax)
-				copy(Lc[32*j:32*j+32], Lt[:])
-			}
-			if tot < bestErr {
-				bestErr, bestD, bestE = tot, dv, ev
-				bestL = Lc
-			}
+			dvs[nc], evs[nc] = dv, ev
+			nc++
 		}
 	}
-	if math.IsInf(bestErr, 1) {
+	var (
+		tot     [9]float64
+		cl      kxCands
+		lt, lt2 [256]int32
+	)
+	for j := 0; j < 8; j++ {
+		cl.n = 0
+		for c := 0; c < nc; c++ {
+			cl.add(float32(dvs[c]*float32(st.sc[j])), float32(evs[c]*float32(st.mc[j])), nmax, 0, 0)
+		}
+		var ej [9]float64
+		cl.eval(x[32*j:32*j+32], w64[32*j:32*j+32], &ej, &lt, &lt2)
+		for c := 0; c < nc; c++ {
+			tot[c] += ej[c]
+		}
+	}
+	bestErr := math.Inf(1)
+	win := -1
+	for c := 0; c < nc; c++ {
+		if tot[c] < bestErr {
+			bestErr, win = tot[c], c
+		}
+	}
+	if win < 0 {
 		return false
 	}
-	st.d, st.dmin, st.L, st.err = bestD, bestE, bestL, bestErr
+	bestD, bestE := dvs[win], evs[win]
+	for j := 0; j < 8; j++ {
+		ds := float32(bestD * float32(st.sc[j]))
+		dm := float32(bestE * float32(st.mc[j]))
+		subErrKx(x[32*j:32*j+32], w[32*j:32*j+32], st.L[32*j:32*j+32], ds, dm, nmax)
+	}
+	st.d, st.dmin, st.err = bestD, bestE, bestErr
 	return true
 }
 
@@ -278,7 +368,7 @@ func betterQ6_K(dst []byte, src []float32, importance []float32) error {
 		blockWeights(w[:], x[:], sub(imp, i*QK_K, QK_K), sigma2, impMean)
 		b := (*[sizeQ6_K]byte)(dst[i*sizeQ6_K:])
 		betterBlockQ6_K(&sp, b, x, &w)
-		quantBlockQ6_K(&ref, x)
+		fastBlockQ6_K(&ref, x) // quantBlockQ6_K's bytes
 		keepBetter(Q6_K, b[:], ref[:], x[:], w[:], scratch[:])
 	}
 	return nil
@@ -305,6 +395,10 @@ func betterBlockQ6_K(sp *sweeper, b *[sizeQ6_K]byte, x, w *[QK_K]float32) {
 			amax, smax = a, s[j]
 		}
 	}
+	var w64 [QK_K]float64
+	for i, v := range w {
+		w64[i] = float64(v)
+	}
 	var best q6State
 	best.err = math.Inf(1)
 	if amax > 0 {
@@ -315,13 +409,13 @@ func betterBlockQ6_K(sp *sweeper, b *[sizeQ6_K]byte, x, w *[QK_K]float32) {
 			if math.IsInf(float64(st.d), 0) {
 				st.d = float32(math.Copysign(65504, float64(st.d)))
 			}
-			chooseCodesQ6(&st, x, w, &s)
+			chooseCodesQ6(&st, x, &w64, &s)
 			for it := 0; it < 3; it++ {
 				cand = st
-				if !refitQ6(&cand, x, w) {
+				if !refitQ6(&cand, x, w, &w64) {
 					break
 				}
-				chooseCodesQ6(&cand, x, w, &s)
+				chooseCodesQ6(&cand, x, &w64, &s)
 				if cand.err >= st.err {
 					break
 				}
@@ -378,23 +472,38 @@ func subErrQ6(x, w []float32, L []int8, ds float32) float64 {
 }
 
 // chooseCodesQ6 picks each sub-block's scale code among the neighbours of its ideal one.
-func chooseCodesQ6(st *q6State, x, w *[QK_K]float32, s *[16]float64) {
-	var Lt [16]int8
+// The (at most 3) candidates' errors are computed together (candErr8); the first smallest wins,
+// as when subErrQ6 computed them one by one.
+func chooseCodesQ6(st *q6State, x *[QK_K]float32, w64 *[QK_K]float64, s *[16]float64) {
+	var (
+		cl      kxCands
+		lt, lt2 [256]int32
+	)
 	st.err = 0
 	for j := 0; j < 16; j++ {
-		xs, ws := x[16*j:16*j+16], w[16*j:16*j+16]
 		c0 := nearestInt(float32(s[j] / float64(st.d)))
-		best := math.Inf(1)
-		var bc int8
+		cl.n = 0
 		for dc := int32(-1); dc <= 1; dc++ {
 			c := clampL(c0+dc, -128, 127)
 			if dc != 0 && c == clampL(c0, -128, 127) {
 				continue
 			}
-			e := subErrQ6(xs, ws, Lt[:], float32(st.d*float32(c)))
-			if e < best {
-				best, bc = e, int8(c)
-				copy(st.L[16*j:16*j+16], Lt[:])
+			cl.addRange(float32(st.d*float32(c)), 0, -32, 31, uint8(int8(c)), 0)
+		}
+		var e [9]float64
+		cl.eval(x[16*j:16*j+16], w64[16*j:16*j+16], &e, &lt, &lt2)
+		best := math.Inf(1)
+		win := -1
+		for i := 0; i < cl.n; i++ {
+			if e[i] < best {
+				best, win = e[i], i
+			}
+		}
+		var bc int8
+		if win >= 0 {
+			bc = int8(cl.a[win])
+			for i := 0; i < 16; i++ {
+				st.L[16*j+i] = int8(lt[8*i+win])
 			}
 		}
 		st.sc[j] = bc
@@ -404,7 +513,7 @@ func chooseCodesQ6(st *q6State, x, w *[QK_K]float32, s *[16]float64) {
 
 // refitQ6 refits st.d by least squares with codes and levels fixed and keeps the float16
 // value around it with the smallest error (levels re-chosen).
-func refitQ6(st *q6State, x, w *[QK_K]float32) bool {
+func refitQ6(st *q6State, x, w *[QK_K]float32, w64 *[QK_K]float64) bool {
 	var saa, sxa float64
 	for i, v := range x {
 		a := float64(st.sc[i/16]) * float64(st.L[i])
@@ -415,27 +524,46 @@ func refitQ6(st *q6State, x, w *[QK_K]float32) bool {
 		return false
 	}
 	d := sxa / saa
-	var Lt [16]int8
-	bestErr := math.Inf(1)
-	var bestD float32
-	var bestL [QK_K]int8
+	// The float16 values around the fit, all summed over the sub-blocks at once (candErr8);
+	// see refitKx for why the scalar search's early stop changes nothing.
+	var dvs [3]float32
+	nc := 0
 	for _, dv := range f16Near(float32(d)) {
-		if dv == 0 {
-			continue
-		}
-		var tot float64
-		var Lc [QK_K]int8
-		for j := 0; j < 16 && tot < bestErr; j++ {
-			tot += subErrQ6(x[16*j:16*j+16], w[16*j:16*j+16], Lt[:], float32(dv*float32(st.sc[j])))
-			copy(Lc[16*j:16*j+16], Lt[:])
-		}
-		if tot < bestErr {
-			bestErr, bestD, bestL = tot, dv, Lc
+		if dv != 0 {
+			dvs[nc] = dv
+			nc++
 		}
 	}
-	if math.IsInf(bestErr, 1) {
+	var (
+		tot     [3]float64
+		cl      kxCands
+		lt, lt2 [256]int32
+	)
+	for j := 0; j < 16; j++ {
+		cl.n = 0
+		for c := 0; c < nc; c++ {
+			cl.addRange(float32(dvs[c]*float32(st.sc[j])), 0, -32, 31, 0, 0)
+		}
+		var ej [9]float64
+		cl.eval(x[16*j:16*j+16], w64[16*j:16*j+16], &ej, &lt, &lt2)
+		for c := 0; c < nc; c++ {
+			tot[c] += ej[c]
+		}
+	}
+	bestErr := math.Inf(1)
+	win := -1
+	for c := 0; c < nc; c++ {
+		if tot[c] < bestErr {
+			bestErr, win = tot[c], c
+		}
+	}
+	if win < 0 {
 		return false
 	}
-	st.d, st.L, st.err = bestD, bestL, bestErr
+	bestD := dvs[win]
+	for j := 0; j < 16; j++ {
+		subErrQ6(x[16*j:16*j+16], w[16*j:16*j+16], st.L[16*j:16*j+16], float32(bestD*float32(st.sc[j])))
+	}
+	st.d, st.err = bestD, bestErr
 	return true
 }

@@ -69,6 +69,7 @@ func betterLegacy(t Type, dst []byte, src, importance []float32) error {
 	var (
 		sp      sweeper
 		w       [32]float32
+		w64     [32]float64
 		L       [32]int8  // symmetric levels
 		U       [32]uint8 // asymmetric levels, and the stored (offset) levels of both
 		ref     [sizeQ8_0]byte
@@ -81,7 +82,10 @@ func betterLegacy(t Type, dst []byte, src, importance []float32) error {
 		b := dst[i*size : (i+1)*size]
 		if lo, hi, wlo, whi, sym := legacyLevels(t); sym {
 			d := sp.symFit(x, w[:], L[:], lo, hi, wlo, whi)
-			putF16(b, symStore(x, w[:], L[:], d, lo, hi))
+			for j, v := range w {
+				w64[j] = float64(v)
+			}
+			putF16(b, symStore(x, w64[:], L[:], d, lo, hi))
 			bias := uint8(-lo) // stored levels are l+8 (Q4_0), l+16 (Q5_0)
 			if t == Q8_0 {
 				bias = 0 // Q8_0 stores the int8 itself
