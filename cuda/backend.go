@@ -42,6 +42,7 @@ type Backend struct {
 	status     DevicePtr
 	statusHost []byte // pinned
 	staging    []byte // pinned, for inputs written before a Compute
+	readback   []byte // pinned, for outputs
 	stagingOff int
 	pending    []upload
 	allocs     map[DevicePtr]int
@@ -59,6 +60,10 @@ type Backend struct {
 	stats                  bool
 	nCompute, nRead        int
 	tCompute, tRead, tCall time.Duration
+
+	// tc (GORUN_CUDA_TC=1) uses the tensor-core GEMM (TF32, 3xTF32 split) instead of the float32
+	// SIMT one for prompt batches; measured slower so far (see NOTES.md).
+	tc bool
 
 	// UseGraphs replays each compiled graph as one CUDA graph (default true; GORUN_CUDA_GRAPHS=0
 	// turns it off, for measuring what the capture saves).
@@ -102,7 +107,7 @@ func New(ordinal int) (*Backend, error) {
 	b := &Backend{ctx: ctx, fns: map[string]*Function{}, allocs: map[DevicePtr]int{}, progs: map[*graph.Graph]*program{},
 		smemSet: map[*Function]int{}, UseGraphs: os.Getenv("GORUN_CUDA_GRAPHS") != "0",
 		profile: os.Getenv("GORUN_CUDA_PROFILE") == "1", prof: map[string]*profEntry{},
-		stats: os.Getenv("GORUN_CUDA_STATS") == "1"}
+		stats: os.Getenv("GORUN_CUDA_STATS") == "1", tc: os.Getenv("GORUN_CUDA_TC") == "1"}
 	ptx := kernelsPTX
 	if f := os.Getenv("GORUN_CUDA_PTX"); f != "" { // kernel development: PTX from nvcc, no rebuild
 		if ptx, err = os.ReadFile(f); err != nil {
@@ -112,7 +117,7 @@ func New(ordinal int) (*Backend, error) {
 	}
 	err = ctx.Do(func() error {
 		if b.mod, err = ctx.LoadModule(ptx); err != nil {
-			return fmt.Errorf("loading the kernels (PTX for compute capability 7.5+) on %s (%d.%d): %w", ctx.Name, ctx.Major, ctx.Minor, err)
+			return fmt.Errorf("loading the kernels (PTX for compute capability 8.0+) on %s (%d.%d): %w", ctx.Name, ctx.Major, ctx.Minor, err)
 		}
 		if b.status, err = ctx.MemAlloc(4); err != nil {
 			return err
@@ -296,9 +301,26 @@ func (b *Backend) Read(t *graph.Tensor, dst []byte) error {
 		if err := b.flush(); err != nil {
 			return err
 		}
-		err := b.ctx.CopyDtoH(dst, src) // synchronizes the stream first
-		b.stagingOff = 0
-		return err
+		defer func() { b.stagingOff = 0 }()
+		if len(dst) > len(b.readback) { // outputs come down through page-locked memory
+			if b.readback != nil {
+				b.ctx.HostFree(b.readback)
+				b.readback = nil
+			}
+			rb, err := b.ctx.HostAlloc(len(dst))
+			if err != nil {
+				return b.ctx.CopyDtoH(dst, src)
+			}
+			b.readback = rb
+		}
+		if err := b.ctx.CopyDtoHAsync(b.readback[:len(dst)], src); err != nil {
+			return err
+		}
+		if err := b.ctx.Sync(); err != nil {
+			return err
+		}
+		copy(dst, b.readback)
+		return nil
 	})
 }
 
@@ -511,6 +533,9 @@ func (b *Backend) Close() error {
 		}
 		if b.staging != nil {
 			b.ctx.HostFree(b.staging)
+		}
+		if b.readback != nil {
+			b.ctx.HostFree(b.readback)
 		}
 		if b.mod != nil {
 			b.mod.Unload()

@@ -30,6 +30,9 @@ var chunkAlign = map[quant.Type]int{
 	quant.Q4_0: 2, quant.Q5_0: 2, quant.Q8_0: 2, quant.Q6_K: 2,
 }
 
+// mvsBytes is the longest weight row the staged mat-vec kernels take (MVS_BYTES).
+const mvsBytes = 3456
+
 // matVecMaxRows is the most activation rows the mat-vec kernels take (MV_MAXM in kernels.cu).
 const matVecMaxRows = 8
 
@@ -311,15 +314,23 @@ func (b *Backend) emit(o op, where func(*graph.Tensor) (DevicePtr, error)) (laun
 		// The chunked kernels read whole 32-element chunks with 16-byte loads.
 		wide := K%32 == 0 && w.Nb[1]%chunkAlign[w.Type] == 0 && ld(x, 4)%4 == 0 && get(x)%16 == 0
 		if M <= matVecMaxRows {
-			name = "mv_" + suf
-			if !wide {
+			switch {
+			case wide && w.Nb[1] <= mvsBytes:
+				name = "mvs_" + suf
+			case wide:
+				name = "mv_" + suf
+			default:
 				name = "mv1_" + suf
 			}
 			l.block = Dim3{256, 1, 1}
 			l.grid = Dim3{(N*32 + 255) / 256, 1, 1}
 		} else {
-			name = "mm2_" + suf
-			if !wide {
+			switch {
+			case wide && b.tc:
+				name = "mmt_" + suf
+			case wide:
+				name = "mm2_" + suf
+			default:
 				name = "mm_" + suf
 			}
 			l.block = Dim3{256, 1, 1}

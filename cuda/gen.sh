@@ -4,5 +4,5 @@
 # embedded in the package, so building gorun with -tags cuda needs only the driver's libcuda.
 set -e
 cd "$(dirname "$0")"
-nvcc -ptx -arch=compute_75 -O3 -o kernels.ptx.tmp kernels.cu
+nvcc -ptx -arch=compute_80 -O3 -o kernels.ptx.tmp kernels.cu
 mv kernels.ptx.tmp kernels.ptx

@@ -6,6 +6,7 @@
 // warp lane reads its own element of a block, so the lanes of a warp read neighbouring bytes.
 
 #include <cuda_fp16.h>
+#include <mma.h>
 #include <stdint.h>
 
 // ggml type ids
@@ -340,6 +341,57 @@ __device__ __forceinline__ void mv_body(const uint8_t *__restrict__ W, int wrow,
 	if (lane < M) Y[(size_t)lane * ldy + n] = epi(out, n, lane, bias, res, ldres, act);
 }
 
+// mvs: the mat-vec with each warp's weight row first copied to shared memory with coalesced
+// loads (the chunks of neighbouring lanes are 18..210 bytes apart, so reading them straight from
+// global memory touches many more cache sectors than bytes used). Rows up to MVS_BYTES.
+#define MVS_BYTES 3456
+template <int T>
+__device__ __forceinline__ void mvs_body(const uint8_t *__restrict__ W, int wrow, const float *__restrict__ X, int ldx,
+		float *__restrict__ Y, int ldy, int N, int M, int K, const float *bias, const float *res, int ldres, int act) {
+	__shared__ __align__(16) uint8_t stage[8][MVS_BYTES];
+	int wid = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	int n = blockIdx.x * 8 + wid;
+	if (n >= N) return;
+	const uint8_t *g = W + (size_t)n * wrow;
+	uint8_t *st = stage[wid];
+	if ((((size_t)g | wrow) & 15) == 0) {
+		for (int i = lane; i < (wrow >> 4); i += 32) ((uint4 *)st)[i] = ((const uint4 *)g)[i];
+	} else if ((((size_t)g | wrow) & 3) == 0) {
+		for (int i = lane; i < (wrow >> 2); i += 32) ((uint32_t *)st)[i] = ((const uint32_t *)g)[i];
+	} else {
+		for (int i = lane; i < (wrow >> 1); i += 32) ((unsigned short *)st)[i] = ((const unsigned short *)g)[i];
+	}
+	__syncwarp();
+	float acc[MV_MAXM];
+#pragma unroll
+	for (int m = 0; m < MV_MAXM; m++) acc[m] = 0.0f;
+	int chunks = K >> 5;
+	for (int c = lane; c < chunks; c += 32) {
+		float w[32];
+		dq32<T>(st, c, w);
+#pragma unroll
+		for (int m = 0; m < MV_MAXM; m++) {
+			if (m < M) {
+				const float4 *x = (const float4 *)(X + (size_t)m * ldx + 32 * c);
+				float s = 0.0f;
+#pragma unroll
+				for (int i = 0; i < 8; i++) {
+					float4 v = x[i];
+					s += w[4 * i] * v.x + w[4 * i + 1] * v.y + w[4 * i + 2] * v.z + w[4 * i + 3] * v.w;
+				}
+				acc[m] += s;
+			}
+		}
+	}
+	float out = 0.0f;
+#pragma unroll
+	for (int m = 0; m < MV_MAXM; m++) {
+		float s = warp_sum(acc[m]);
+		if (lane == m) out = s;
+	}
+	if (lane < M) Y[(size_t)lane * ldy + n] = epi(out, n, lane, bias, res, ldres, act);
+}
+
 // mv1: the element-by-element form, for rows whose chunks are not aligned for wide loads.
 template <int T>
 __device__ __forceinline__ void mv1_body(const uint8_t *__restrict__ W, int wrow, const float *__restrict__ X, int ldx,
@@ -491,6 +543,79 @@ __device__ __forceinline__ void mm2_body(const uint8_t *__restrict__ W, int wrow
 	}
 }
 
+// mmt: the tiled product on tensor cores in TF32 with the 3xTF32 split (x = big + small, both
+// TF32; big*big + big*small + small*big), which keeps float32 accuracy. 64 weight rows x 64
+// activation rows per block, 8 warps of 16 x 32 outputs. Same requirements as mm2.
+#define MMT_LD 36
+template <int T>
+__device__ __forceinline__ void mmt_body(const uint8_t *__restrict__ W, int wrow, const float *__restrict__ X, int ldx,
+		float *__restrict__ Y, int ldy, int N, int M, int K, const float *bias, const float *res, int ldres, int act) {
+	using namespace nvcuda;
+	__shared__ __align__(32) float Ws[BN][MMT_LD];
+	__shared__ __align__(32) float Xs[BM][MMT_LD];
+	__shared__ __align__(32) float Cs[BM][BN + 4];
+	int tid = threadIdx.x, wid = tid >> 5;
+	int n0 = blockIdx.x * BN, m0 = blockIdx.y * BM;
+	int wn = (wid & 3) * 16, wm = (wid >> 2) * 32;
+	wmma::fragment<wmma::accumulator, 16, 16, 8, float> c0, c1;
+	wmma::fill_fragment(c0, 0.0f);
+	wmma::fill_fragment(c1, 0.0f);
+	for (int k0 = 0; k0 < K; k0 += BK) {
+		if (tid < BN) {
+			int n = n0 + tid;
+			float w[32];
+			if (n < N) {
+				dq32<T>(W + (size_t)n * wrow, k0 >> 5, w);
+			} else {
+#pragma unroll
+				for (int e = 0; e < 32; e++) w[e] = 0.0f;
+			}
+#pragma unroll
+			for (int e = 0; e < 32; e += 4) *(float4 *)&Ws[tid][e] = make_float4(w[e], w[e + 1], w[e + 2], w[e + 3]);
+		} else if (tid < BN + BM) {
+			int ml = tid - BN, m = m0 + ml;
+			const float4 *x = (const float4 *)(X + (size_t)m * ldx + k0);
+#pragma unroll
+			for (int i = 0; i < 8; i++) *(float4 *)&Xs[ml][4 * i] = m < M ? x[i] : make_float4(0, 0, 0, 0);
+		}
+		__syncthreads();
+#pragma unroll
+		for (int kk = 0; kk < BK; kk += 8) {
+			wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major> bb, bs;
+			wmma::load_matrix_sync(bb, &Ws[wn][kk], MMT_LD);
+#pragma unroll
+			for (int i = 0; i < bb.num_elements; i++) {
+				float v = bb.x[i], big = wmma::__float_to_tf32(v);
+				bs.x[i] = wmma::__float_to_tf32(v - big);
+				bb.x[i] = big;
+			}
+#pragma unroll
+			for (int f = 0; f < 2; f++) {
+				wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> ab, as;
+				wmma::load_matrix_sync(ab, &Xs[wm + 16 * f][kk], MMT_LD);
+#pragma unroll
+				for (int i = 0; i < ab.num_elements; i++) {
+					float v = ab.x[i], big = wmma::__float_to_tf32(v);
+					as.x[i] = wmma::__float_to_tf32(v - big);
+					ab.x[i] = big;
+				}
+				auto &c = f == 0 ? c0 : c1;
+				wmma::mma_sync(c, as, bb, c);
+				wmma::mma_sync(c, ab, bs, c);
+				wmma::mma_sync(c, ab, bb, c);
+			}
+		}
+		__syncthreads();
+	}
+	wmma::store_matrix_sync(&Cs[wm][wn], c0, BN + 4, wmma::mem_row_major);
+	wmma::store_matrix_sync(&Cs[wm + 16][wn], c1, BN + 4, wmma::mem_row_major);
+	__syncthreads();
+	for (int e = tid; e < BM * BN; e += 256) {
+		int ml = e / BN, nl = e % BN, m = m0 + ml, n = n0 + nl;
+		if (m < M && n < N) Y[(size_t)m * ldy + n] = epi(Cs[ml][nl], n, m, bias, res, ldres, act);
+	}
+}
+
 template <int T>
 __device__ __forceinline__ void getrows_body(const uint8_t *__restrict__ table, int rowbytes, int nrows, const int *ids,
 		float *__restrict__ Y, int ldy, int K, unsigned *status) {
@@ -509,6 +634,16 @@ __device__ __forceinline__ void getrows_body(const uint8_t *__restrict__ table, 
 			int ldx, float *Y, int ldy, int N, int M, int K, const float *bias, const float *res, int ldres,      \
 			int act) {                                                                                         \
 		mv_body<T>(W, wrow, X, ldx, Y, ldy, N, M, K, bias, res, ldres, act);                                   \
+	}                                                                                                          \
+	extern "C" __global__ void __launch_bounds__(256) mvs_##name(const uint8_t *W, int wrow, const float *X,    \
+			int ldx, float *Y, int ldy, int N, int M, int K, const float *bias, const float *res, int ldres,      \
+			int act) {                                                                                         \
+		mvs_body<T>(W, wrow, X, ldx, Y, ldy, N, M, K, bias, res, ldres, act);                                  \
+	}                                                                                                          \
+	extern "C" __global__ void __launch_bounds__(256) mmt_##name(const uint8_t *W, int wrow, const float *X,    \
+			int ldx, float *Y, int ldy, int N, int M, int K, const float *bias, const float *res, int ldres,      \
+			int act) {                                                                                         \
+		mmt_body<T>(W, wrow, X, ldx, Y, ldy, N, M, K, bias, res, ldres, act);                                  \
 	}                                                                                                          \
 	extern "C" __global__ void __launch_bounds__(256) mv1_##name(const uint8_t *W, int wrow, const float *X,    \
 			int ldx, float *Y, int ldy, int N, int M, int K, const float *bias, const float *res, int ldres,      \
