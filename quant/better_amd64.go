@@ -14,3 +14,19 @@ func candErr8AVX2(x *float32, w *float64, n uintptr, p *candParams, e *[8]float6
 func candErr8Asm(x *float32, w *float64, n uintptr, p *candParams, e *[8]float64, lt *int32) {
 	candErr8AVX2(x, w, n, p, e, lt)
 }
+
+//go:noescape
+func qkx2Sums8AVX2(x, w *float32, n uintptr, lo float32, isc *[8]float32, nmax int32, sums *[24]float32, lt *int32)
+
+//go:noescape
+func qkx2Mad8AVX2(x, w *float32, n uintptr, scale, mn *[8]float32, lt *int32, mad *[8]float32)
+
+func qkx2Sums8(x, w []float32, lo float32, isc *[8]float32, nmax int32, sums *[24]float32, lt *[256]int32) {
+	_ = w[len(x)-1]
+	qkx2Sums8AVX2(&x[0], &w[0], uintptr(len(x)), lo, isc, nmax, sums, &lt[0])
+}
+
+func qkx2Mad8(x, w []float32, scale, mn *[8]float32, lt *[256]int32, mad *[8]float32) {
+	_ = w[len(x)-1]
+	qkx2Mad8AVX2(&x[0], &w[0], uintptr(len(x)), scale, mn, &lt[0], mad)
+}

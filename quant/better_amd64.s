@@ -66,3 +66,102 @@ loop:
 	VMOVUPD Y1, 32(R8)
 	VZEROUPPER
 	RET
+
+// func qkx2Sums8AVX2(x, w *float32, n uintptr, lo float32, isc *[8]float32, nmax int32, sums *[24]float32, lt *int32)
+//
+// makeQKX2Quants' sums for eight candidate inverse scales, one per float32 lane, in the
+// scalar loop's order: l = clamp(nearestInt(isc*(x-lo)), 0, nmax), wl = w*l, then
+// sumL += wl, sumL2 += wl*l, sumXL += wl*x (each product rounded before its sum). Levels go to
+// lt[8*j+c]; sums[0:8], [8:16], [16:24] receive sumL, sumL2, sumXL. n > 0.
+TEXT ·qkx2Sums8AVX2(SB), NOSPLIT, $0-64
+	MOVQ x+0(FP), SI
+	MOVQ w+8(FP), DI
+	MOVQ n+16(FP), CX
+	VBROADCASTSS lo+24(FP), Y9
+	MOVQ isc+32(FP), DX
+	VMOVUPS (DX), Y10
+	MOVL nmax+40(FP), AX
+	VMOVD AX, X11
+	VPBROADCASTD X11, Y11
+	MOVQ sums+48(FP), R8
+	MOVQ lt+56(FP), R9
+	MOVL $0x4B400000, AX
+	VMOVQ AX, X8
+	VPBROADCASTD X8, Y8
+	MOVL $0x007FFFFF, AX
+	VMOVQ AX, X13
+	VPBROADCASTD X13, Y13
+	MOVL $0x00400000, AX
+	VMOVQ AX, X14
+	VPBROADCASTD X14, Y14
+	VPXOR Y12, Y12, Y12
+	VXORPS Y5, Y5, Y5     // sumL
+	VXORPS Y7, Y7, Y7     // sumL2
+	VXORPS Y15, Y15, Y15  // sumXL
+
+sloop:
+	VBROADCASTSS (SI), Y0 // v
+	VBROADCASTSS (DI), Y1 // w
+	VSUBPS Y9, Y0, Y2     // v - lo
+	VMULPS Y10, Y2, Y2    // isc*(v - lo)
+	VADDPS Y8, Y2, Y2
+	VPAND Y13, Y2, Y2
+	VPSUBD Y14, Y2, Y2    // nearestInt
+	VPMINSD Y11, Y2, Y2
+	VPMAXSD Y12, Y2, Y2   // l
+	VMOVDQU Y2, (R9)
+	VCVTDQ2PS Y2, Y3      // float32(l)
+	VMULPS Y3, Y1, Y4     // wl
+	VADDPS Y4, Y5, Y5
+	VMULPS Y3, Y4, Y6     // wl*l
+	VADDPS Y6, Y7, Y7
+	VMULPS Y0, Y4, Y6     // wl*v
+	VADDPS Y6, Y15, Y15
+	ADDQ $4, SI
+	ADDQ $4, DI
+	ADDQ $32, R9
+	DECQ CX
+	JNZ sloop
+
+	VMOVUPS Y5, (R8)
+	VMOVUPS Y7, 32(R8)
+	VMOVUPS Y15, 64(R8)
+	VZEROUPPER
+	RET
+
+// func qkx2Mad8AVX2(x, w *float32, n uintptr, scale, mn *[8]float32, lt *int32, mad *[8]float32)
+//
+// makeQKX2Quants' error of eight candidates (levels lt[8*j+c], scale and min per lane), in the
+// scalar order: diff = scale*l + min - x, mad += w*(diff*diff). n > 0.
+TEXT ·qkx2Mad8AVX2(SB), NOSPLIT, $0-56
+	MOVQ x+0(FP), SI
+	MOVQ w+8(FP), DI
+	MOVQ n+16(FP), CX
+	MOVQ scale+24(FP), DX
+	VMOVUPS (DX), Y10
+	MOVQ mn+32(FP), DX
+	VMOVUPS (DX), Y11
+	MOVQ lt+40(FP), R9
+	MOVQ mad+48(FP), R8
+	VXORPS Y5, Y5, Y5
+
+mloop:
+	VBROADCASTSS (SI), Y0 // v
+	VBROADCASTSS (DI), Y1 // w
+	VMOVDQU (R9), Y2
+	VCVTDQ2PS Y2, Y2      // float32(l)
+	VMULPS Y10, Y2, Y2    // scale*l
+	VADDPS Y11, Y2, Y2    // + min
+	VSUBPS Y0, Y2, Y2     // - v
+	VMULPS Y2, Y2, Y2     // diff*diff
+	VMULPS Y1, Y2, Y2     // w*diff
+	VADDPS Y2, Y5, Y5
+	ADDQ $4, SI
+	ADDQ $4, DI
+	ADDQ $32, R9
+	DECQ CX
+	JNZ mloop
+
+	VMOVUPS Y5, (R8)
+	VZEROUPPER
+	RET

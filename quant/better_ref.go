@@ -182,6 +182,9 @@ func fastQKX2Quants(nmax int32, x, weights []float32, L []uint8, rmin, rdelta fl
 	if nstep < 1 {
 		return scale, -lo
 	}
+	if useCandAsm && n <= 32 {
+		return qkx2Batches(nmax, x, weights, L, rmin, rdelta, nstep, fmax, lo, hi, sumW, sumX, scale, bestMad)
+	}
 	var la, lb [32]uint8
 	la2, lb2 := la[:n], lb[:n]
 	for is := int32(0); is <= nstep; {
@@ -336,4 +339,46 @@ func fastBlockKx(b []byte, x *[QK_K]float32, nmax int32) {
 		m1 <<= 2
 		m2 <<= 2
 	}
+}
+
+// qkx2Batches is the candidate loop of fastQKX2Quants eight candidates at a time, with the
+// assembly kernels: the sums and errors of candidates is..is+7 under the current min, then the
+// first of them that beats the best (in ggml's order) is taken and the next batch starts right
+// after it, relative to its min; without a winner all eight are done.
+func qkx2Batches(nmax int32, x, weights []float32, L []uint8, rmin, rdelta float32, nstep int32, fmax, lo, hi, sumW, sumX, scale, bestMad float32) (float32, float32) {
+	var (
+		isc, sc, mn, mad [8]float32
+		sums             [24]float32
+		ok               [8]bool
+		lt               [256]int32
+	)
+	for is := int32(0); is <= nstep; {
+		nc := min(8, int(nstep-is+1))
+		for c := 0; c < 8; c++ {
+			k := is + int32(min(c, nc-1)) // unused lanes repeat the last candidate
+			isc[c] = (rmin + float32(rdelta*float32(k)) + fmax) / (hi - lo)
+		}
+		qkx2Sums8(x, weights, lo, &isc, nmax, &sums, &lt)
+		for c := 0; c < 8; c++ {
+			ok[c], sc[c], mn[c] = qkx2Fit(sumW, sumX, sums[c], sums[8+c], sums[16+c])
+		}
+		qkx2Mad8(x, weights, &sc, &mn, &lt, &mad)
+		won := -1
+		for c := 0; c < nc; c++ {
+			if ok[c] && mad[c] < bestMad {
+				won = c
+				break
+			}
+		}
+		if won < 0 {
+			is += int32(nc)
+			continue
+		}
+		for i := range L {
+			L[i] = uint8(lt[8*i+won])
+		}
+		bestMad, scale, lo = mad[won], sc[won], mn[won]
+		is += int32(won) + 1
+	}
+	return scale, -lo
 }

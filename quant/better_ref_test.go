@@ -38,6 +38,19 @@ func refTestRows() [][]float32 {
 }
 
 func TestRefFastEqual(t *testing.T) {
+	for _, asm := range []bool{false, true} {
+		if asm && !candAsmAvailable {
+			continue
+		}
+		t.Run(map[bool]string{false: "generic", true: "asm"}[asm], func(t *testing.T) {
+			defer func(v bool) { useCandAsm = v }(useCandAsm)
+			useCandAsm = asm
+			testRefFastEqual(t)
+		})
+	}
+}
+
+func testRefFastEqual(t *testing.T) {
 	for i, x := range refTestRows() {
 		for o := 0; o+QK_K <= len(x); o += QK_K {
 			xb := (*[QK_K]float32)(x[o:])
@@ -62,6 +75,19 @@ func TestRefFastEqual(t *testing.T) {
 // The fast candidate loops against ggml's, on many small groups of varied shapes (few
 // distinct values, ties, one-sided, tiny).
 func TestRefFastGroups(t *testing.T) {
+	for _, asm := range []bool{false, true} {
+		if asm && !candAsmAvailable {
+			continue
+		}
+		t.Run(map[bool]string{false: "generic", true: "asm"}[asm], func(t *testing.T) {
+			defer func(v bool) { useCandAsm = v }(useCandAsm)
+			useCandAsm = asm
+			testRefFastGroups(t)
+		})
+	}
+}
+
+func testRefFastGroups(t *testing.T) {
 	r := rand.New(rand.NewPCG(23, 24))
 	var x, w [32]float32
 	for it := range 40000 {
