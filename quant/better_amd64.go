@@ -30,3 +30,10 @@ func qkx2Mad8(x, w []float32, scale, mn *[8]float32, lt *[256]int32, mad *[8]flo
 	_ = w[len(x)-1]
 	qkx2Mad8AVX2(&x[0], &w[0], uintptr(len(x)), scale, mn, &lt[0], mad)
 }
+
+//go:noescape
+func qxSums8AVX2(x *float32, n uintptr, isc *[8]float32, nmax int32, sums *[16]float32)
+
+func qxSums8(x []float32, isc *[8]float32, nmax int32, sums *[16]float32) {
+	qxSums8AVX2(&x[0], uintptr(len(x)), isc, nmax, sums)
+}

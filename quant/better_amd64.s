@@ -165,3 +165,60 @@ mloop:
 	VMOVUPS Y5, (R8)
 	VZEROUPPER
 	RET
+
+// func qxSums8AVX2(x *float32, n uintptr, isc *[8]float32, nmax int32, sums *[16]float32)
+//
+// makeQXQuants' sums for eight candidate inverse scales, one per float32 lane, in the scalar
+// loop's order: l = clamp(nearestInt(isc*x), -nmax, nmax-1), w = x*x, then
+// sumlx += (w*x)*l, suml2 += (w*l)*l (each product rounded). sums[0:8] and [8:16] receive
+// sumlx and suml2. n > 0.
+TEXT ·qxSums8AVX2(SB), NOSPLIT, $0-40
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ isc+16(FP), DX
+	VMOVUPS (DX), Y10
+	MOVL nmax+24(FP), AX
+	MOVL AX, BX
+	NEGL BX
+	VMOVD BX, X12
+	VPBROADCASTD X12, Y12 // -nmax
+	DECL AX
+	VMOVD AX, X11
+	VPBROADCASTD X11, Y11 // nmax-1
+	MOVQ sums+32(FP), R8
+	MOVL $0x4B400000, AX
+	VMOVQ AX, X8
+	VPBROADCASTD X8, Y8
+	MOVL $0x007FFFFF, AX
+	VMOVQ AX, X13
+	VPBROADCASTD X13, Y13
+	MOVL $0x00400000, AX
+	VMOVQ AX, X14
+	VPBROADCASTD X14, Y14
+	VXORPS Y5, Y5, Y5     // sumlx
+	VXORPS Y7, Y7, Y7     // suml2
+
+qloop:
+	VBROADCASTSS (SI), Y0 // v
+	VMULPS Y0, Y0, Y1     // w = v*v
+	VMULPS Y0, Y1, Y9     // w*v
+	VMULPS Y10, Y0, Y2    // isc*v
+	VADDPS Y8, Y2, Y2
+	VPAND Y13, Y2, Y2
+	VPSUBD Y14, Y2, Y2    // nearestInt
+	VPMINSD Y11, Y2, Y2
+	VPMAXSD Y12, Y2, Y2   // l
+	VCVTDQ2PS Y2, Y3      // float32(l)
+	VMULPS Y3, Y9, Y4     // (w*v)*l
+	VADDPS Y4, Y5, Y5
+	VMULPS Y3, Y1, Y6     // w*l
+	VMULPS Y3, Y6, Y6     // (w*l)*l
+	VADDPS Y6, Y7, Y7
+	ADDQ $4, SI
+	DECQ CX
+	JNZ qloop
+
+	VMOVUPS Y5, (R8)
+	VMOVUPS Y7, 32(R8)
+	VZEROUPPER
+	RET

@@ -17,3 +17,7 @@ func qkx2Sums8(x, w []float32, lo float32, isc *[8]float32, nmax int32, sums *[2
 func qkx2Mad8(x, w []float32, scale, mn *[8]float32, lt *[256]int32, mad *[8]float32) {
 	panic("quant: no assembly qkx2Mad8")
 }
+
+func qxSums8(x []float32, isc *[8]float32, nmax int32, sums *[16]float32) {
+	panic("quant: no assembly qxSums8")
+}

@@ -54,7 +54,20 @@ func fastQXQuants(nmax int32, x []float32, L []int8) float32 {
 		}
 		isc[c] = -(float32(nmax) + float32(0.1*float32(is))) / max
 	}
-	for c := 0; c < qxCandidates; c += 3 {
+	if useCandAsm {
+		var b8 [8]float32
+		var sums [16]float32
+		for c := 0; c < qxCandidates; c += 8 {
+			for i := range b8 {
+				b8[i] = isc[min(c+i, qxCandidates-1)]
+			}
+			qxSums8(x, &b8, nmax, &sums)
+			for i := 0; i < 8 && c+i < qxCandidates; i++ {
+				slx[c+i], sl2[c+i] = sums[i], sums[8+i]
+			}
+		}
+	}
+	for c := 0; c < qxCandidates && !useCandAsm; c += 3 {
 		a0, a1, a2 := isc[c], isc[c+1], isc[c+2]
 		var x0, x1, x2, q0, q1, q2 float32
 		for _, v := range x {
