@@ -25,6 +25,10 @@ func (b *Backend) mulMat(idx int, n *graph.Tensor, ith, nth int) {
 		return
 	}
 	K, N := w.Ne[0], w.Ne[1]
+	if mv := kernels.MatVec4(w.Type); mv != nil && x.NRows() < fusedRows && K > 0 {
+		b.mulMatFused(n, ctr, mv, &b.scratch[ith])
+		return
+	}
 	deq := kernels.Dequantizer(w.Type)
 	tile := b.scratch[ith].tile
 	for {
@@ -43,6 +47,41 @@ func (b *Backend) mulMat(idx int, n *graph.Tensor, ith, nth int) {
 			}
 		}
 		mulTile(n, x, wt, K, lo, hi, &b.scratch[ith].o4)
+	}
+}
+
+// fusedRows: with fewer activation rows than this, weights are dequantized inside the dot
+// products (kernels.MatVec4) instead of into a tile; from it on, the tile's reuse pays.
+const fusedRows = 3
+
+// mulMatFused streams the weight rows through the fused dequantize-and-dot kernel: generation's
+// path, bound by memory bandwidth. Results are bit-identical to the tile path.
+func (b *Backend) mulMatFused(n *graph.Tensor, ctr *atomic.Int64, mv func([]float32, []byte, int, *[4]float32), s *threadScratch) {
+	w, x := n.Src[0], n.Src[1]
+	o4, row := &s.o4, s.tile[:w.Ne[0]]
+	deq := kernels.Dequantizer(w.Type)
+	N, M := w.Ne[1], x.NRows()
+	out := n.F32()
+	ws := w.Nb[1]
+	for {
+		lo := int(ctr.Add(1)-1) * tileRows
+		if lo >= N {
+			return
+		}
+		hi := min(N, lo+tileRows)
+		r4 := lo + (hi-lo)&^3
+		for m := 0; m < M; m++ {
+			xm, o := x.F32Row(m), out[m*N:(m+1)*N]
+			for r := lo; r < r4; r += 4 {
+				mv(xm, w.Buf.Host[w.Off+r*ws:w.Off+r*ws+3*ws+w.RowBytes()], ws, o4)
+				copy(o[r:r+4], o4[:])
+			}
+			for r := r4; r < hi; r++ {
+				// The last rows of an odd-sized matrix: the tile path's single-row dot.
+				deq(row, w.Row(r))
+				o[r] = kernels.Dot(xm, row)
+			}
+		}
 	}
 }
 

@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/gorun-dev/gorun/internal/testmodel"
 	"github.com/gorun-dev/gorun/quant"
@@ -85,6 +87,7 @@ func BenchmarkDecode(b *testing.B) {
 	one := []int32{464}
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0 := processCPU()
 	for i := 0; i < b.N; i++ {
 		if s.Pos()+1 > 512 || i == 0 {
 			b.StopTimer()
@@ -99,6 +102,7 @@ func BenchmarkDecode(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
+	reportCPU(b, cpu0, b.N)
 }
 
 // BenchmarkPrompt measures prompt processing of 128 tokens per op (llama-bench's pp test).
@@ -113,6 +117,7 @@ func BenchmarkPrompt(b *testing.B) {
 		prompt[i] = int32(i * 37 % 50000)
 	}
 	b.ResetTimer()
+	cpu0 := processCPU()
 	for i := 0; i < b.N; i++ {
 		s.Reset()
 		if _, err := s.Eval(prompt); err != nil {
@@ -120,4 +125,21 @@ func BenchmarkPrompt(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N*len(prompt))/b.Elapsed().Seconds(), "tokens/s")
+	reportCPU(b, cpu0, b.N*len(prompt))
+}
+
+// reportCPU adds the process CPU time per token: on a shared machine wall time also counts
+// other processes' turns, CPU time does not (with one thread it is the compute time).
+func reportCPU(b *testing.B, cpu0 time.Duration, tokens int) {
+	if c := processCPU() - cpu0; c > 0 {
+		b.ReportMetric(float64(c.Microseconds())/1000/float64(tokens), "cpu-ms/token")
+	}
+}
+
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -14,3 +14,7 @@ const (
 	SizeQ8_0 = sizeQ8_0
 	SizeQ4_0 = sizeQ4_0
 )
+
+// F16Table maps every half-precision bit pattern to its float32 value (read-only): SIMD
+// kernels load block scales through it with one broadcast.
+func F16Table() *[1 << 16]float32 { return f16Table }

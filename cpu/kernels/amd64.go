@@ -49,6 +49,29 @@ func dequantQ6_KAVX512(dst *float32, b *byte, sc *[16]float32)
 //go:noescape
 func geluAVX512(dst, x *float32, n uintptr)
 
+//go:noescape
+func matvecF16x4AVX512(x *float32, w *byte, ws, n uintptr, out *[4]float32)
+
+//go:noescape
+func matvecQ8_0x4AVX512(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32)
+
+//go:noescape
+func matvecQ4_0x4AVX512(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32, base *[16]float32)
+
+//go:noescape
+func matvecQ6_Kx4AVX512(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32)
+
+//go:noescape
+func matvecQ4_Kx4AVX512(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32, base *[16]float32)
+
+// nibBase is the nibble values 0..15.
+var nibBase = [16]float32{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
+
+// q4Base is the Q4_0 nibble values q-8 for q = 0..15.
+var q4Base = [16]float32{-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7}
+
+var f16Tab = &quant.F16Table()[0]
+
 func cpuHas(t Tier) bool {
 	c := cpuid.CPU
 	avx2 := c.Supports(cpuid.AVX2, cpuid.FMA3, cpuid.F16C)
@@ -76,6 +99,30 @@ func useSIMD(t Tier) {
 		dequant[quant.Q4_K] = dequantQ4_KGo
 		dequant[quant.Q5_K] = dequantQ5_KGo
 		dequant[quant.Q6_K] = dequantQ6_KGo
+		matVec4[quant.F16] = func(x []float32, w []byte, ws int, out *[4]float32) {
+			n := len(x) &^ 15
+			checkRows(w, ws, 2*len(x))
+			matvecF16x4AVX512(&x[0], &w[0], uintptr(ws), uintptr(n), out)
+			if n < len(x) {
+				tailRows(out, x, w, ws, n, quant.F16)
+			}
+		}
+		matVec4[quant.Q8_0] = func(x []float32, w []byte, ws int, out *[4]float32) {
+			checkRows(w, ws, len(x)/32*quant.SizeQ8_0)
+			matvecQ8_0x4AVX512(&x[0], &w[0], uintptr(ws), uintptr(len(x)/32), out, f16Tab)
+		}
+		matVec4[quant.Q4_0] = func(x []float32, w []byte, ws int, out *[4]float32) {
+			checkRows(w, ws, len(x)/32*quant.SizeQ4_0)
+			matvecQ4_0x4AVX512(&x[0], &w[0], uintptr(ws), uintptr(len(x)/32), out, f16Tab, &q4Base)
+		}
+		matVec4[quant.Q4_K] = func(x []float32, w []byte, ws int, out *[4]float32) {
+			checkRows(w, ws, len(x)/256*quant.SizeQ4_K)
+			matvecQ4_Kx4AVX512(&x[0], &w[0], uintptr(ws), uintptr(len(x)/256), out, f16Tab, &nibBase)
+		}
+		matVec4[quant.Q6_K] = func(x []float32, w []byte, ws int, out *[4]float32) {
+			checkRows(w, ws, len(x)/256*quant.SizeQ6_K)
+			matvecQ6_Kx4AVX512(&x[0], &w[0], uintptr(ws), uintptr(len(x)/256), out, f16Tab)
+		}
 	case AVX2:
 		Dot = dotSIMD(dotAVX2)
 		Dot1x4 = dot1x4SIMD(dot1x4AVX2)
@@ -229,5 +276,23 @@ func geluAVX512Go(dst, x []float32) {
 	}
 	if n < len(dst) {
 		geluGeneric(dst[n:], x[n:])
+	}
+}
+
+// checkRows panics unless w holds four rows of rowBytes at stride ws (the kernels read them
+// without bounds checks).
+func checkRows(w []byte, ws, rowBytes int) {
+	if rowBytes <= 0 || 3*ws+rowBytes > len(w) {
+		panic("kernels: weight rows out of range")
+	}
+}
+
+// tailRows adds the products of elements n.. of the four F16 rows (plain-typed rows only).
+func tailRows(out *[4]float32, x []float32, w []byte, ws, n int, t quant.Type) {
+	for j := range out {
+		row := quant.AsU16(w[j*ws : j*ws+2*len(x)])
+		for i := n; i < len(x); i++ {
+			out[j] += float32(quant.F16ToF32(row[i]) * x[i])
+		}
 	}
 }

@@ -94,3 +94,47 @@ func BenchmarkGELU(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkMatVec4 compares, per weight type, the fused kernel with dequantizing four rows
+// into a tile and Dot1x4 (cache-resident rows: the compute side of generation). GB/s counts
+// weight bytes.
+func BenchmarkMatVec4(b *testing.B) {
+	const k = 3072
+	rng := rand.New(rand.NewPCG(1, 1))
+	x := randVec(rng, k)
+	tile := make([]float32, 4*k)
+	var out [4]float32
+	for _, typ := range []quant.Type{quant.F16, quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q5_K, quant.Q6_K} {
+		rs, _ := typ.RowSize(k)
+		w := make([]byte, 4*rs)
+		for j := 0; j < 4; j++ {
+			if err := quant.QuantizeRow(typ, w[int64(j)*rs:int64(j+1)*rs], randVec(rng, k)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.Run(typ.String()+"/tile", func(b *testing.B) {
+			benchTiers(b, func(b *testing.B) {
+				b.SetBytes(4 * rs)
+				deq := Dequantizer(typ)
+				for b.Loop() {
+					for j := 0; j < 4; j++ {
+						deq(tile[j*k:(j+1)*k], w[int64(j)*rs:int64(j+1)*rs])
+					}
+					Dot1x4(x, tile, k, &out)
+				}
+			})
+		})
+		b.Run(typ.String()+"/fused", func(b *testing.B) {
+			benchTiers(b, func(b *testing.B) {
+				mv := MatVec4(typ)
+				if mv == nil {
+					b.Skip("no fused kernel")
+				}
+				b.SetBytes(4 * rs)
+				for b.Loop() {
+					mv(x, w, int(rs), &out)
+				}
+			})
+		})
+	}
+}

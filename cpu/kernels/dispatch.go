@@ -52,6 +52,10 @@ var (
 
 	// dequant[t] writes the len(dst) values of a row stored as type t.
 	dequant [64]func(dst []float32, src []byte)
+
+	// matVec4[t] is the fused dequantize-and-dot of one activation row with four rows of
+	// type t, nil where the tier has none.
+	matVec4 [64]func(x []float32, w []byte, ws int, out *[4]float32)
 )
 
 var active Tier
@@ -90,6 +94,16 @@ func Dequantizer(t quant.Type) func(dst []float32, src []byte) {
 		return nil
 	}
 	return dequant[t]
+}
+
+// MatVec4 returns a kernel that sets out[j] to the dot product of x with row j < 4 of w (rows
+// of type t, ws bytes apart), bit-identical to dequantizing the rows and calling Dot1x4; nil
+// when the active tier has none for t. len(x) must be a whole number of t's blocks.
+func MatVec4(t quant.Type) func(x []float32, w []byte, ws int, out *[4]float32) {
+	if int(t) < 0 || int(t) >= len(matVec4) {
+		return nil
+	}
+	return matVec4[t]
 }
 
 // Best is the best tier this CPU supports.

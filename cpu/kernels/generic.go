@@ -17,6 +17,7 @@ func useGeneric() {
 	GELU = geluGeneric
 	for t := range dequant {
 		dequant[t] = nil
+		matVec4[t] = nil
 		if f, err := quant.FormatOf(quant.Type(t)); err == nil && f.Dequantize != nil {
 			dequant[t] = f.Dequantize
 		}

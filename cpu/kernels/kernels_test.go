@@ -215,3 +215,36 @@ func TestParseTier(t *testing.T) {
 		t.Fatal("accepted an unknown tier")
 	}
 }
+
+// The fused dequantize-and-dot kernels equal dequantizing into a tile and Dot1x4, bit for bit.
+func TestMatVec4EqualsTile(t *testing.T) {
+	rng := rand.New(rand.NewPCG(6, 6))
+	forEachTier(t, func(t *testing.T, tier Tier) {
+		for _, typ := range []quant.Type{quant.F16, quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q5_K, quant.Q6_K} {
+			mv := MatVec4(typ)
+			if mv == nil {
+				continue
+			}
+			for _, k := range []int{256, 768, 3072} {
+				rs, _ := typ.RowSize(int64(k))
+				ws := int(rs) + 7 // rows need not be adjacent
+				w := make([]byte, 3*ws+int(rs))
+				tile := make([]float32, 4*k)
+				for j := 0; j < 4; j++ {
+					src := randVec(rng, k)
+					if err := quant.QuantizeRow(typ, w[j*ws:j*ws+int(rs)], src); err != nil {
+						t.Fatal(err)
+					}
+					Dequantizer(typ)(tile[j*k:(j+1)*k], w[j*ws:j*ws+int(rs)])
+				}
+				x := randVec(rng, k)
+				var want, got [4]float32
+				Dot1x4(x, tile, k, &want)
+				mv(x, w, ws, &got)
+				if got != want {
+					t.Fatalf("%v k=%d: fused %v, tile %v", typ, k, got, want)
+				}
+			}
+		}
+	})
+}

@@ -1,0 +1,400 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// Fused dequantize-and-dot of one activation row x with four weight rows (stride ws bytes),
+// for generation. Each weight value is formed exactly as the dequantizers form it and enters
+// the 16-lane accumulator of its row with one fused multiply-add in element order, so the
+// results are bit-identical to dequantizing into a tile and running Dot1x4. Block scales are
+// read through quant's half-to-float table (tab) with one broadcast load.
+
+#define REDUCE16(Z, Y, X, TY, TX) \
+	VEXTRACTF32X8 $1, Z, TY ; \
+	VADDPS        TY, Y, Y ; \
+	VEXTRACTF32X4 $1, Y, TX ; \
+	VADDPS        TX, X, X ; \
+	VMOVHLPS      X, X, TX ; \
+	VADDPS        TX, X, X ; \
+	VMOVSHDUP     X, TX ; \
+	VADDSS        TX, X, X
+
+#define STORE4(out) \
+	MOVQ out, DI ; \
+	REDUCE16(Z0, Y0, X0, Y16, X16) ; \
+	REDUCE16(Z1, Y1, X1, Y16, X16) ; \
+	REDUCE16(Z2, Y2, X2, Y16, X16) ; \
+	REDUCE16(Z3, Y3, X3, Y16, X16) ; \
+	MOVSS X0, (DI) ; \
+	MOVSS X1, 4(DI) ; \
+	MOVSS X2, 8(DI) ; \
+	MOVSS X3, 12(DI)
+
+#define ZERO4 \
+	VXORPS Z0, Z0, Z0 ; \
+	VXORPS Z1, Z1, Z1 ; \
+	VXORPS Z2, Z2, Z2 ; \
+	VXORPS Z3, Z3, Z3
+
+// func matvecF16x4AVX512(x *float32, w *byte, ws, n uintptr, out *[4]float32) // n multiple of 16
+TEXT ·matvecF16x4AVX512(SB), NOSPLIT, $0-40
+	MOVQ  x+0(FP), SI
+	MOVQ  w+8(FP), DI
+	MOVQ  ws+16(FP), DX
+	MOVQ  n+24(FP), CX
+	LEAQ  (DI)(DX*1), R8
+	LEAQ  (R8)(DX*1), R9
+	LEAQ  (R9)(DX*1), R10
+	ZERO4
+	SHRQ  $4, CX
+	XORQ  AX, AX             // w byte offset; x offset is 2*AX
+	TESTQ CX, CX
+	JZ    f16x4done
+
+f16x4loop:
+	VMOVUPS     (SI)(AX*2), Z4
+	VCVTPH2PS   (DI)(AX*1), Z5
+	VCVTPH2PS   (R8)(AX*1), Z6
+	VCVTPH2PS   (R9)(AX*1), Z7
+	VCVTPH2PS   (R10)(AX*1), Z8
+	VFMADD231PS Z4, Z5, Z0
+	VFMADD231PS Z4, Z6, Z1
+	VFMADD231PS Z4, Z7, Z2
+	VFMADD231PS Z4, Z8, Z3
+	ADDQ        $32, AX
+	DECQ        CX
+	JNZ         f16x4loop
+
+f16x4done:
+	STORE4(out+32(FP))
+	VZEROUPPER
+	RET
+
+// ROWQ8(p, acc): one Q8_0 block of the row at p: d*q for q in 2(p)..33(p), times x (Z4, Z5).
+#define ROWQ8(p, acc) \
+	MOVWLZX      (p), R11 ; \
+	VBROADCASTSS (DX)(R11*4), Z6 ; \
+	VPMOVSXBD    2(p), Z7 ; \
+	VPMOVSXBD    18(p), Z8 ; \
+	VCVTDQ2PS    Z7, Z7 ; \
+	VCVTDQ2PS    Z8, Z8 ; \
+	VMULPS       Z6, Z7, Z7 ; \
+	VMULPS       Z6, Z8, Z8 ; \
+	VFMADD231PS  Z4, Z7, acc ; \
+	VFMADD231PS  Z5, Z8, acc
+
+// func matvecQ8_0x4AVX512(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32)
+TEXT ·matvecQ8_0x4AVX512(SB), NOSPLIT, $0-48
+	MOVQ  x+0(FP), SI
+	MOVQ  w+8(FP), DI
+	MOVQ  ws+16(FP), BX
+	MOVQ  nb+24(FP), CX
+	MOVQ  tab+40(FP), DX
+	LEAQ  (DI)(BX*1), R8
+	LEAQ  (R8)(BX*1), R9
+	LEAQ  (R9)(BX*1), R10
+	ZERO4
+	TESTQ CX, CX
+	JZ    q8x4done
+
+q8x4loop:
+	VMOVUPS (SI), Z4
+	VMOVUPS 64(SI), Z5
+	ROWQ8(DI, Z0)
+	ROWQ8(R8, Z1)
+	ROWQ8(R9, Z2)
+	ROWQ8(R10, Z3)
+	ADDQ    $128, SI
+	ADDQ    $34, DI
+	ADDQ    $34, R8
+	ADDQ    $34, R9
+	ADDQ    $34, R10
+	DECQ    CX
+	JNZ     q8x4loop
+
+q8x4done:
+	STORE4(out+32(FP))
+	VZEROUPPER
+	RET
+
+// ROWQ4(p, acc): one Q4_0 block: the 16 values (q-8)*d, q = 0..15, are made once (Z6) and
+// each nibble picks its value with VPERMPS (which reads the index's low 4 bits).
+#define ROWQ4(p, acc) \
+	MOVWLZX      (p), R11 ; \
+	VBROADCASTSS (DX)(R11*4), Z6 ; \
+	VMULPS       Z13, Z6, Z6 ; \
+	VPMOVZXBD    2(p), Z7 ; \
+	VPSRLD       $4, Z7, Z8 ; \
+	VPERMPS      Z6, Z7, Z7 ; \
+	VPERMPS      Z6, Z8, Z8 ; \
+	VFMADD231PS  Z4, Z7, acc ; \
+	VFMADD231PS  Z5, Z8, acc
+
+// func matvecQ4_0x4AVX512(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32, base *[16]float32)
+TEXT ·matvecQ4_0x4AVX512(SB), NOSPLIT, $0-56
+	MOVQ    x+0(FP), SI
+	MOVQ    w+8(FP), DI
+	MOVQ    ws+16(FP), BX
+	MOVQ    nb+24(FP), CX
+	MOVQ    tab+40(FP), DX
+	MOVQ    base+48(FP), AX
+	VMOVUPS (AX), Z13        // -8 .. 7
+	LEAQ    (DI)(BX*1), R8
+	LEAQ    (R8)(BX*1), R9
+	LEAQ    (R9)(BX*1), R10
+	ZERO4
+	TESTQ   CX, CX
+	JZ      q4x4done
+
+q4x4loop:
+	VMOVUPS (SI), Z4
+	VMOVUPS 64(SI), Z5
+	ROWQ4(DI, Z0)
+	ROWQ4(R8, Z1)
+	ROWQ4(R9, Z2)
+	ROWQ4(R10, Z3)
+	ADDQ    $128, SI
+	ADDQ    $18, DI
+	ADDQ    $18, R8
+	ADDQ    $18, R9
+	ADDQ    $18, R10
+	DECQ    CX
+	JNZ     q4x4loop
+
+q4x4done:
+	STORE4(out+32(FP))
+	VZEROUPPER
+	RET
+
+// Q6_K: per super-block (ql[128] qh[64] scales[16] d, 256 values), each row's 16 sub-block
+// scales d*scales[i] are made first (float32, in the frame); then each half (128 values) is
+// assembled 32 positions l at a time: q1 = ql[l]&15 | (qh[l]&3)<<4 (value l), q2 = ql[l+32]&15
+// | (qh[l]>>2&3)<<4 (l+32), q3 = ql[l]>>4 | (qh[l]>>4&3)<<4 (l+64), q4 = ql[l+32]>>4 |
+// (qh[l]>>6)<<4 (l+96), each (q-32) times its scale, and the eight vectors enter the
+// accumulator in element order. Constants: Z15 = 15, Z14 = 48, Z12 = 32; x in Z20..Z27.
+
+// Q6GROUP(p, QL, QH, SC, V0, V1, V2, V3): 16 positions starting at ql offset QL, qh offset QH.
+#define Q6GROUP(p, QL, QH, SC, V0, V1, V2, V3) \
+	VPMOVZXBD    QL(p), Z30 ; \
+	VPMOVZXBD    QL+32(p), Z31 ; \
+	VPMOVZXBD    QH(p), Z5 ; \
+	VPSRLD       $4, Z30, V2 ; \
+	VPSRLD       $4, Z31, V3 ; \
+	VPANDD       Z15, Z30, V0 ; \
+	VPANDD       Z15, Z31, V1 ; \
+	VPSLLD       $4, Z5, Z4 ; \
+	VPANDD       Z14, Z4, Z4 ; \
+	VPORD        Z4, V0, V0 ; \
+	VPSLLD       $2, Z5, Z4 ; \
+	VPANDD       Z14, Z4, Z4 ; \
+	VPORD        Z4, V1, V1 ; \
+	VPANDD       Z14, Z5, Z4 ; \
+	VPORD        Z4, V2, V2 ; \
+	VPSRLD       $2, Z5, Z4 ; \
+	VPANDD       Z14, Z4, Z4 ; \
+	VPORD        Z4, V3, V3 ; \
+	VPSUBD       Z12, V0, V0 ; \
+	VPSUBD       Z12, V1, V1 ; \
+	VPSUBD       Z12, V2, V2 ; \
+	VPSUBD       Z12, V3, V3 ; \
+	VCVTDQ2PS    V0, V0 ; \
+	VCVTDQ2PS    V1, V1 ; \
+	VCVTDQ2PS    V2, V2 ; \
+	VCVTDQ2PS    V3, V3 ; \
+	VMULPS.BCST  SC(SP), V0, V0 ; \
+	VMULPS.BCST  SC+8(SP), V1, V1 ; \
+	VMULPS.BCST  SC+16(SP), V2, V2 ; \
+	VMULPS.BCST  SC+24(SP), V3, V3
+
+// Q6HALF(p, QL, QH, SC, acc): one half of a row's super-block into acc.
+#define Q6HALF(p, QL, QH, SC, acc) \
+	Q6GROUP(p, QL, QH, SC, Z6, Z8, Z10, Z28) ; \
+	Q6GROUP(p, QL+16, QH+16, SC+4, Z7, Z9, Z11, Z29) ; \
+	VFMADD231PS  Z20, Z6, acc ; \
+	VFMADD231PS  Z21, Z7, acc ; \
+	VFMADD231PS  Z22, Z8, acc ; \
+	VFMADD231PS  Z23, Z9, acc ; \
+	VFMADD231PS  Z24, Z10, acc ; \
+	VFMADD231PS  Z25, Z11, acc ; \
+	VFMADD231PS  Z26, Z28, acc ; \
+	VFMADD231PS  Z27, Z29, acc
+
+// Q6SCALES(p, SC): the row's 16 scales d*scales[i] as float32 at SC(SP).
+#define Q6SCALES(p, SC) \
+	MOVWLZX      208(p), R11 ; \
+	VBROADCASTSS (DX)(R11*4), Z4 ; \
+	VPMOVSXBD    192(p), Z5 ; \
+	VCVTDQ2PS    Z5, Z5 ; \
+	VMULPS       Z4, Z5, Z5 ; \
+	VMOVUPS      Z5, SC(SP)
+
+#define LOADX(off) \
+	VMOVUPS off(SI), Z20 ; \
+	VMOVUPS off+64(SI), Z21 ; \
+	VMOVUPS off+128(SI), Z22 ; \
+	VMOVUPS off+192(SI), Z23 ; \
+	VMOVUPS off+256(SI), Z24 ; \
+	VMOVUPS off+320(SI), Z25 ; \
+	VMOVUPS off+384(SI), Z26 ; \
+	VMOVUPS off+448(SI), Z27
+
+// func matvecQ6_Kx4AVX512(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32)
+TEXT ·matvecQ6_Kx4AVX512(SB), NOSPLIT, $256-48
+	MOVQ         x+0(FP), SI
+	MOVQ         w+8(FP), DI
+	MOVQ         ws+16(FP), BX
+	MOVQ         nb+24(FP), CX
+	MOVQ         tab+40(FP), DX
+	LEAQ         (DI)(BX*1), R8
+	LEAQ         (R8)(BX*1), R9
+	LEAQ         (R9)(BX*1), R10
+	MOVL         $15, AX
+	VPBROADCASTD AX, Z15
+	MOVL         $48, AX
+	VPBROADCASTD AX, Z14
+	MOVL         $32, AX
+	VPBROADCASTD AX, Z12
+	ZERO4
+	TESTQ        CX, CX
+	JZ           q6x4done
+
+q6x4loop:
+	Q6SCALES(DI, 0)
+	Q6SCALES(R8, 64)
+	Q6SCALES(R9, 128)
+	Q6SCALES(R10, 192)
+	LOADX(0)
+	Q6HALF(DI, 0, 128, 0, Z0)
+	Q6HALF(R8, 0, 128, 64, Z1)
+	Q6HALF(R9, 0, 128, 128, Z2)
+	Q6HALF(R10, 0, 128, 192, Z3)
+	LOADX(512)
+	Q6HALF(DI, 64, 160, 32, Z0)
+	Q6HALF(R8, 64, 160, 96, Z1)
+	Q6HALF(R9, 64, 160, 160, Z2)
+	Q6HALF(R10, 64, 160, 224, Z3)
+	ADDQ         $1024, SI
+	ADDQ         $210, DI
+	ADDQ         $210, R8
+	ADDQ         $210, R9
+	ADDQ         $210, R10
+	DECQ         CX
+	JNZ          q6x4loop
+
+q6x4done:
+	STORE4(out+32(FP))
+	VZEROUPPER
+	RET
+
+// Q4_K: per super-block (d dmin scales[12] qs[128], 256 values), each row's 8 sub-block
+// scales d*sc and offsets dmin*m are made first (float32, in the frame: scales at SC, offsets
+// at SC+32), unpacking the 6-bit fields as ggml's utmp trick does. Then for each chunk c of
+// 64 values, the 16 values d*q - m of sub-blocks 2c (low nibbles) and 2c+1 (high nibbles)
+// are made once (from the base 0..15 in Z13) and each nibble picks its value with VPERMPS.
+
+// K4SCALES(p, SC): uses AX, BX, R11-R13, Z5-Z7; K1 selects lanes 8-15.
+#define K4SCALES(p, SC) \
+	MOVL         4(p), R11 ; \
+	MOVL         8(p), R12 ; \
+	MOVL         12(p), R13 ; \
+	MOVL         R13, AX ; \
+	SHRL         $4, AX ; \
+	ANDL         $0x0f0f0f0f, AX ; \
+	MOVL         R12, BX ; \
+	SHRL         $6, BX ; \
+	ANDL         $0x03030303, BX ; \
+	SHLL         $4, BX ; \
+	ORL          BX, AX ; \
+	MOVL         R12, BX ; \
+	ANDL         $0x3f3f3f3f, BX ; \
+	ANDL         $0x0f0f0f0f, R13 ; \
+	MOVL         R11, R12 ; \
+	SHRL         $6, R12 ; \
+	ANDL         $0x03030303, R12 ; \
+	SHLL         $4, R12 ; \
+	ORL          R12, R13 ; \
+	ANDL         $0x3f3f3f3f, R11 ; \
+	VMOVD        R11, X5 ; \
+	VPINSRD      $1, R13, X5, X5 ; \
+	VPINSRD      $2, BX, X5, X5 ; \
+	VPINSRD      $3, AX, X5, X5 ; \
+	VPMOVZXBD    X5, Z5 ; \
+	VCVTDQ2PS    Z5, Z5 ; \
+	MOVWLZX      (p), R11 ; \
+	VBROADCASTSS (DX)(R11*4), Z6 ; \
+	MOVWLZX      2(p), R11 ; \
+	VBROADCASTSS (DX)(R11*4), K1, Z6 ; \
+	VMULPS       Z6, Z5, Z5 ; \
+	VMOVUPS      Z5, SC(SP)
+
+// K4CHUNK(p, Q, SC, acc): 64 values from qs bytes at Q(p); SC points at this chunk's first
+// scale (offsets 32 bytes further).
+#define K4CHUNK(p, Q, SC, acc) \
+	VPMOVZXBD    Q(p), Z6 ; \
+	VPMOVZXBD    Q+16(p), Z7 ; \
+	VPSRLD       $4, Z6, Z8 ; \
+	VPSRLD       $4, Z7, Z9 ; \
+	VMULPS.BCST  SC(SP), Z13, Z10 ; \
+	VSUBPS.BCST  SC+32(SP), Z10, Z10 ; \
+	VMULPS.BCST  SC+4(SP), Z13, Z11 ; \
+	VSUBPS.BCST  SC+36(SP), Z11, Z11 ; \
+	VPERMPS      Z10, Z6, Z6 ; \
+	VPERMPS      Z10, Z7, Z7 ; \
+	VPERMPS      Z11, Z8, Z8 ; \
+	VPERMPS      Z11, Z9, Z9 ; \
+	VFMADD231PS  Z20, Z6, acc ; \
+	VFMADD231PS  Z21, Z7, acc ; \
+	VFMADD231PS  Z22, Z8, acc ; \
+	VFMADD231PS  Z23, Z9, acc
+
+#define LOADX4(off) \
+	VMOVUPS off(SI), Z20 ; \
+	VMOVUPS off+64(SI), Z21 ; \
+	VMOVUPS off+128(SI), Z22 ; \
+	VMOVUPS off+192(SI), Z23
+
+#define K4ALLROWS(c) \
+	LOADX4(256*c) ; \
+	K4CHUNK(DI, 16+32*c, 0+8*c, Z0) ; \
+	K4CHUNK(R8, 16+32*c, 64+8*c, Z1) ; \
+	K4CHUNK(R9, 16+32*c, 128+8*c, Z2) ; \
+	K4CHUNK(R10, 16+32*c, 192+8*c, Z3)
+
+// func matvecQ4_Kx4AVX512(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32, base *[16]float32)
+TEXT ·matvecQ4_Kx4AVX512(SB), NOSPLIT, $256-56
+	MOVQ    x+0(FP), SI
+	MOVQ    w+8(FP), DI
+	MOVQ    ws+16(FP), BX
+	MOVQ    nb+24(FP), CX
+	MOVQ    tab+40(FP), DX
+	MOVQ    base+48(FP), AX
+	VMOVUPS (AX), Z13         // 0 .. 15
+	LEAQ    (DI)(BX*1), R8
+	LEAQ    (R8)(BX*1), R9
+	LEAQ    (R9)(BX*1), R10
+	MOVL    $0xff00, AX
+	KMOVW   AX, K1
+	ZERO4
+	TESTQ   CX, CX
+	JZ      k4x4done
+
+k4x4loop:
+	K4SCALES(DI, 0)
+	K4SCALES(R8, 64)
+	K4SCALES(R9, 128)
+	K4SCALES(R10, 192)
+	K4ALLROWS(0)
+	K4ALLROWS(1)
+	K4ALLROWS(2)
+	K4ALLROWS(3)
+	ADDQ    $1024, SI
+	ADDQ    $144, DI
+	ADDQ    $144, R8
+	ADDQ    $144, R9
+	ADDQ    $144, R10
+	DECQ    CX
+	JNZ     k4x4loop
+
+k4x4done:
+	STORE4(out+32(FP))
+	VZEROUPPER
+	RET
