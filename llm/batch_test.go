@@ -41,10 +41,26 @@ func TestBatchedStepBitIdentical(t *testing.T) {
 		}
 		files[recipe] = p
 	}
+	// The fixtures have rows of 256: real K-quant blocks (the tiny random model's 64-wide rows
+	// fall back to Q5_0/Q8_0 in the K recipes).
+	if dir, err := fixtures.Find(); err == nil {
+		for _, f := range []string{"gpt2-tiny-q4_K_M.gguf", "gpt2-tiny-q4_0.gguf", "gpt2-tiny-q8_0.gguf"} {
+			files[f] = filepath.Join(dir, f)
+		}
+	}
 	prompts := [][]int32{{5, 300, 17}, {42}, {7, 3, 250, 251, 400, 12, 13}, {99, 100}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}}
+	type run struct {
+		threads int
+		qact    bool
+	}
 	for name, path := range files {
-		for _, threads := range []int{1, 3} {
-			m, err := Load(path, Options{Threads: threads})
+		runs := []run{{1, false}, {3, false}, {2, true}}
+		if strings.HasPrefix(name, "gpt2-") {
+			runs = runs[1:] // a 50257-token vocabulary: fewer runs
+		}
+		for _, r := range runs {
+			threads := r.threads
+			m, err := Load(path, Options{Threads: threads, QuantizedActivations: r.qact})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -83,7 +99,7 @@ func TestBatchedStepBitIdentical(t *testing.T) {
 					i := indexOf(batch, s)
 					for j := 0; j < V; j++ {
 						if s.logits[j] != want[i][j] {
-							t.Fatalf("%s, %d threads, batch of %d: session %d logit %d: batched %v, alone %v", name, threads, len(sub), i, j, s.logits[j], want[i][j])
+							t.Fatalf("%s, %+v, batch of %d: session %d logit %d: batched %v, alone %v", name, r, len(sub), i, j, s.logits[j], want[i][j])
 						}
 					}
 				}
