@@ -1,11 +1,12 @@
-//go:build amd64 && !purego
+//go:build amd64 && !purego && !amd64.v3
 
 package quant
 
 import "github.com/klauspost/cpuid/v2"
 
 // candAsmAvailable: candErr8AVX2 needs AVX2 (no FMA: its products and sums are unfused, like
-// the generic loop's).
+// the generic loop's as the Go compiler builds it for GOAMD64=v1 and v2; from v3 on, the
+// compiler fuses x*y+z in the generic loops, so the assembly is left out there: better_other.go).
 var candAsmAvailable = cpuid.CPU.Supports(cpuid.AVX, cpuid.AVX2)
 
 //go:noescape

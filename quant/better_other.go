@@ -1,8 +1,10 @@
-//go:build !amd64 || purego
+//go:build !amd64 || purego || amd64.v3
 
 package quant
 
-// Without assembly (another architecture, or -tags purego) candErr8 is the generic loop.
+// Without assembly (another architecture, -tags purego, or GOAMD64=v3 and above, where the Go
+// compiler contracts the generic loops' x*y+z into fused multiply-adds, which the unfused
+// assembly would not match) the generic loops run.
 
 const candAsmAvailable = false
 
