@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/gorun-dev/gorun/cpu/kernels"
 	"github.com/gorun-dev/gorun/graph"
 	"github.com/gorun-dev/gorun/quant"
 )
@@ -40,6 +41,21 @@ func (b *Backend) attention(idx int, n *graph.Tensor, ith int) {
 // sum of the v rows, for the head slice starting at element off.
 func attendHead(out, qh []float32, k, v *graph.Tensor, off int, scores []float32, scale float32) {
 	D := len(qh)
+	if k.Type == quant.F32 && v.Type == quant.F32 && scale > 0 {
+		// The SIMD path: scores with Dot's order, float32 exponentials, and the weighted sum
+		// of the value rows normalized once at the end.
+		n := len(scores)
+		kb, ks := cacheRows(k, off, n, D)
+		kernels.Scores(scores, qh, kb, ks)
+		mx := scale * kernels.Max(scores)
+		inv := 1 / kernels.ExpSum(scores, scale, mx)
+		vb, vs := cacheRows(v, off, n, D)
+		kernels.WeightedSum(out, scores, vb, vs)
+		for i := range out {
+			out[i] *= inv
+		}
+		return
+	}
 	mx := float32(math.Inf(-1))
 	for j := range scores {
 		sc := dotCache(qh, k, j, off) * scale
@@ -57,6 +73,14 @@ func attendHead(out, qh []float32, k, v *graph.Tensor, off int, scores []float32
 	for j, p := range scores {
 		axpyCache(out, p*inv, v, j, off, D)
 	}
+}
+
+// cacheRows views the elements off..off+d of rows 0..n-1 of a float32 cache as one slice,
+// with the row stride in elements.
+func cacheRows(c *graph.Tensor, off, n, d int) ([]float32, int) {
+	stride := c.Nb[1]
+	start := c.Off + 4*off
+	return quant.AsF32(c.Buf.Host[start : start+(n-1)*stride+4*d]), stride / 4
 }
 
 func dotCache(qh []float32, k *graph.Tensor, j, off int) float32 {

@@ -3,6 +3,8 @@
 package kernels
 
 import (
+	"math"
+
 	"github.com/gorun-dev/gorun/quant"
 	"github.com/klauspost/cpuid/v2"
 )
@@ -50,6 +52,15 @@ func dequantQ6_KAVX512(dst *float32, b *byte, sc *[16]float32)
 func geluAVX512(dst, x *float32, n uintptr)
 
 //go:noescape
+func scoresAVX512(out, q, k *float32, ks, n, d uintptr)
+
+//go:noescape
+func expSumAVX512(s *float32, n uintptr, scale, mx float32) float32
+
+//go:noescape
+func weightedSum64AVX512(out, p, v *float32, vs, n uintptr)
+
+//go:noescape
 func matvecF16x4AVX512(x *float32, w *byte, ws, n uintptr, out *[4]float32)
 
 //go:noescape
@@ -93,6 +104,9 @@ func useSIMD(t Tier) {
 		Dot1x4 = dot1x4SIMD(dot1x4AVX512)
 		Dot4x4 = dot4x4AVX512Go
 		GELU = geluAVX512Go
+		Scores = scoresAVX512Go
+		ExpSum = expSumAVX512Go
+		WeightedSum = weightedSumAVX512Go
 		dequant[quant.F16] = f16SIMD(f16ToF32AVX512, 16)
 		dequant[quant.Q8_0] = blocksSIMD(dequantQ8_0AVX512, quant.SizeQ8_0)
 		dequant[quant.Q4_0] = blocksSIMD(dequantQ4_0AVX512, quant.SizeQ4_0)
@@ -295,4 +309,37 @@ func tailRows(out *[4]float32, x []float32, w []byte, ws, n int, t quant.Type) {
 			out[j] += float32(quant.F16ToF32(row[i]) * x[i])
 		}
 	}
+}
+
+func scoresAVX512Go(s, q, k []float32, ks int) {
+	d := len(q)
+	if d%16 != 0 || d == 0 || len(s) == 0 {
+		scoresGeneric(s, q, k, ks)
+		return
+	}
+	_ = k[(len(s)-1)*ks+d-1]
+	scoresAVX512(&s[0], &q[0], &k[0], uintptr(4*ks), uintptr(len(s)), uintptr(d))
+}
+
+func expSumAVX512Go(s []float32, scale, mx float32) float32 {
+	n := len(s) &^ 15
+	var sum float32
+	if n > 0 {
+		sum = expSumAVX512(&s[0], uintptr(n), scale, mx)
+	}
+	for j := n; j < len(s); j++ {
+		e := float32(math.Exp(float64(scale*s[j] - mx)))
+		s[j] = e
+		sum += e
+	}
+	return sum
+}
+
+func weightedSumAVX512Go(out, p, v []float32, vs int) {
+	if len(out) != 64 || len(p) == 0 {
+		weightedSumGeneric(out, p, v, vs)
+		return
+	}
+	_ = v[(len(p)-1)*vs+63]
+	weightedSum64AVX512(&out[0], &p[0], &v[0], uintptr(4*vs), uintptr(len(p)))
 }

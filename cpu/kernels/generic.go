@@ -15,6 +15,9 @@ func useGeneric() {
 	Dot1x4 = dot1x4Generic
 	Dot4x4 = dot4x4Generic
 	GELU = geluGeneric
+	Scores = scoresGeneric
+	ExpSum = expSumGeneric
+	WeightedSum = weightedSumGeneric
 	for t := range dequant {
 		dequant[t] = nil
 		matVec4[t] = nil

@@ -1,0 +1,60 @@
+package kernels
+
+import "math"
+
+// Attention over a float32 cache, one query head at a time:
+//
+//	Scores(s, q, k, ks)       s[j] = Dot(q, k[j*ks : j*ks+len(q)])
+//	m := max(s); sum := ExpSum(s, scale, scale*m)   s[j] = exp(scale*s[j] - scale*m)
+//	WeightedSum(out, s, v, vs) out[i] = sum_j s[j] * v[j*vs+i]
+var (
+	Scores      func(s, q, k []float32, ks int)
+	ExpSum      func(s []float32, scale, mx float32) float32
+	WeightedSum func(out, p, v []float32, vs int)
+)
+
+// scoresGeneric uses the active tier's Dot, so scores equal Dot on every tier.
+func scoresGeneric(s, q, k []float32, ks int) {
+	d := len(q)
+	for j := range s {
+		s[j] = Dot(q, k[j*ks:j*ks+d])
+	}
+}
+
+// expSumGeneric evaluates exp in float64 (rounded once): the reference for the SIMD tiers.
+func expSumGeneric(s []float32, scale, mx float32) float32 {
+	var acc [lanes]float32
+	n := len(s) &^ (lanes - 1)
+	for j := range s {
+		e := float32(math.Exp(float64(scale*s[j] - mx)))
+		s[j] = e
+		if j < n {
+			acc[j%lanes] += e
+		}
+	}
+	sum := reduce(&acc)
+	for _, e := range s[n:] {
+		sum += e
+	}
+	return sum
+}
+
+func weightedSumGeneric(out, p, v []float32, vs int) {
+	d := len(out)
+	clear(out)
+	for j, pj := range p {
+		row := v[j*vs : j*vs+d]
+		for i := range out {
+			out[i] += float32(pj * row[i])
+		}
+	}
+}
+
+// Max returns the largest element of s (-Inf for none).
+func Max(s []float32) float32 {
+	m := float32(math.Inf(-1))
+	for _, v := range s {
+		m = max(m, v)
+	}
+	return m
+}

@@ -1,0 +1,64 @@
+package kernels
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// The attention kernels agree with the float64-exp, separately rounded reference on every
+// tier: scores bit-identical to Dot, exponentials and sums within a few ulps, weighted sums
+// within float32 rounding of their magnitude.
+func TestAttentionKernels(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	forEachTier(t, func(t *testing.T, tier Tier) {
+		for _, n := range []int{1, 5, 16, 17, 100, 512} {
+			for _, d := range []int{64, 48, 24} {
+				ks := 3*d + 5
+				q, k := randVec(rng, d), randVec(rng, n*ks)
+				s := make([]float32, n+3)
+				for i := range s {
+					s[i] = float32(math.NaN())
+				}
+				Scores(s[:n], q, k, ks)
+				for j := 0; j < n; j++ {
+					if want := Dot(q, k[j*ks:j*ks+d]); s[j] != want {
+						t.Fatalf("n=%d d=%d: score %d = %v, Dot %v", n, d, j, s[j], want)
+					}
+				}
+				for _, v := range s[n:] {
+					if !math.IsNaN(float64(v)) {
+						t.Fatal("Scores wrote past its output")
+					}
+				}
+				scale := float32(0.125)
+				mx := scale * Max(s[:n])
+				ref := append([]float32(nil), s[:n]...)
+				wantSum := expSumGeneric(ref, scale, mx)
+				sum := ExpSum(s[:n], scale, mx)
+				for j := range ref {
+					if d := math.Abs(float64(s[j] - ref[j])); d > 4e-7*float64(ref[j])+1e-30 {
+						t.Fatalf("exp %d: %v, want %v", j, s[j], ref[j])
+					}
+				}
+				if math.Abs(float64(sum-wantSum)) > 1e-6*float64(wantSum) {
+					t.Fatalf("sum %v, want %v", sum, wantSum)
+				}
+				out := make([]float32, d)
+				want := make([]float32, d)
+				v := randVec(rng, n*ks)
+				WeightedSum(out, ref, v, ks)
+				weightedSumGeneric(want, ref, v, ks)
+				for i := range out {
+					var mag float64
+					for j := range ref {
+						mag += math.Abs(float64(ref[j] * v[j*ks+i]))
+					}
+					if math.Abs(float64(out[i]-want[i])) > 1e-6*mag+1e-30 {
+						t.Fatalf("n=%d d=%d: weighted sum %d: %v, want %v", n, d, i, out[i], want[i])
+					}
+				}
+			}
+		}
+	})
+}
