@@ -2,8 +2,8 @@ package cpu
 
 import (
 	"runtime"
-	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // job is work that every thread of the pool runs with its own index.
@@ -11,48 +11,111 @@ type job interface {
 	run(ith, nth int)
 }
 
-// pool is a set of persistent worker goroutines. Run wakes them for one job and waits until
-// all are done; between jobs they sleep on their channel, so an idle pool costs nothing. Waking
-// and waiting allocate nothing.
+// pool is a set of persistent worker goroutines. Run publishes a job; each worker spins on the
+// job counter for a short while after finishing one (generation runs one graph per token, and
+// the gap between two is short), and only then parks on its channel, so an idle pool costs
+// nothing. Waking and waiting allocate nothing.
 type pool struct {
-	n    int
-	wake []chan job
-	wg   sync.WaitGroup
-	stop chan struct{}
+	n       int
+	workers []worker
+	job     job
+	gen     atomic.Uint64 // number of jobs published
+	pending atomic.Int32  // workers still running the current job
+	stop    atomic.Bool
 }
 
+type worker struct {
+	parked atomic.Bool
+	wake   chan struct{}
+	_      [48]byte // keep workers' flags on separate cache lines
+}
+
+// spinFor is how long an idle worker polls for the next job before parking.
+const spinFor = 200 * time.Microsecond
+
 func newPool(n int) *pool {
-	p := &pool{n: n, wake: make([]chan job, n), stop: make(chan struct{})}
+	p := &pool{n: n, workers: make([]worker, n)}
 	for i := 1; i < n; i++ {
-		p.wake[i] = make(chan job, 1)
+		p.workers[i].wake = make(chan struct{}, 1)
 		go p.worker(i)
 	}
 	return p
 }
 
 func (p *pool) worker(ith int) {
+	w := &p.workers[ith]
+	var seen uint64
 	for {
-		select {
-		case j := <-p.wake[ith]:
-			j.run(ith, p.n)
-			p.wg.Done()
-		case <-p.stop:
+		g := p.waitJob(w, seen)
+		if p.stop.Load() {
 			return
 		}
+		seen = g
+		p.job.run(ith, p.n)
+		p.pending.Add(-1)
+	}
+}
+
+// waitJob returns the counter of a job newer than seen: it spins, then parks. A worker that
+// parks re-checks the counter after announcing it, and Run wakes every worker that announced,
+// so no job is missed.
+func (p *pool) waitJob(w *worker, seen uint64) uint64 {
+	start := time.Now()
+	for spins := 0; ; spins++ {
+		if g := p.gen.Load(); g != seen || p.stop.Load() {
+			return g
+		}
+		if spins&255 == 255 {
+			if time.Since(start) > spinFor {
+				break
+			}
+			runtime.Gosched()
+		}
+	}
+	for {
+		w.parked.Store(true)
+		if g := p.gen.Load(); g != seen || p.stop.Load() {
+			if !w.parked.CompareAndSwap(true, false) {
+				<-w.wake // Run saw us parked and sent a wake: consume it
+			}
+			return g
+		}
+		<-w.wake
 	}
 }
 
 // Run executes j on all threads; the caller's goroutine is thread 0.
 func (p *pool) Run(j job) {
-	p.wg.Add(p.n - 1)
-	for i := 1; i < p.n; i++ {
-		p.wake[i] <- j
+	if p.n > 1 {
+		p.job = j
+		p.pending.Store(int32(p.n - 1))
+		p.gen.Add(1)
+		p.wakeParked()
 	}
 	j.run(0, p.n)
-	p.wg.Wait()
+	for spins := 0; p.pending.Load() != 0; spins++ {
+		if spins > 64 {
+			runtime.Gosched()
+		}
+	}
+	p.job = nil
 }
 
-func (p *pool) Close() { close(p.stop) }
+func (p *pool) wakeParked() {
+	for i := 1; i < p.n; i++ {
+		w := &p.workers[i]
+		if w.parked.Load() && w.parked.CompareAndSwap(true, false) {
+			w.wake <- struct{}{}
+		}
+	}
+}
+
+// Close stops the workers (they exit at their next wait).
+func (p *pool) Close() {
+	p.stop.Store(true)
+	p.gen.Add(1)
+	p.wakeParked()
+}
 
 // barrier makes n threads wait for each other. Threads spin briefly (the wait between two ops is
 // usually short) and then yield, so oversubscribed machines still make progress.
