@@ -198,6 +198,7 @@ func (sp *sweeper) symFit(x, w []float32, L []int8, lmin, lmax int32, wlo, whi f
 		evs, ev   = &sp.evs, &sp.ev
 		lv, bestL [32]int32
 		ax        [32]float64 // w*|y| of each element
+		step      [32]int32   // the direction of its level's steps
 		bestN     = 0.0       // the best score is bestN/bestD: sxl^2/sll, error = sxx - score
 		bestD     = 1.0
 		bestSign  float64
@@ -228,16 +229,24 @@ func (sp *sweeper) symFit(x, w []float32, L []int8, lmin, lmax int32, wlo, whi f
 			fw := float64(w[j])
 			sxl += fw * float64(y) * float64(l)
 			sll += fw * float64(l) * float64(l)
-			var k, kend int32
-			var ay float32
-			switch {
-			case y > 0:
-				k, kend, ay = l, lmax, y
-			case y < 0:
-				k, kend, ay = -l, -lmin, -y
-			default:
+			if y == 0 {
 				continue
 			}
+			// Selects rather than branches: the signs of a block's values are random.
+			k, kend, ay, dir := l, lmax, y, int32(1)
+			if y < 0 {
+				k = -l
+			}
+			if y < 0 {
+				kend = -lmin
+			}
+			if y < 0 {
+				ay = -y
+			}
+			if y < 0 {
+				dir = -1
+			}
+			step[j] = dir
 			// A step away from zero adds w*|y| to sum w*y*l (exactly the old +w*y or -w*y)
 			// and w*(2k+1) to sum w*l^2, k the magnitude before the step.
 			ax[j] = fw * float64(ay)
@@ -280,11 +289,7 @@ func (sp *sweeper) symFit(x, w []float32, L []int8, lmin, lmax int32, wlo, whi f
 		}
 		for _, e := range ev[:bestK+1] {
 			j := eventJ(e)
-			if sg*x[j] > 0 {
-				bestL[j]++
-			} else {
-				bestL[j]--
-			}
+			bestL[j] += step[j] // away from zero
 		}
 	}
 	if bestN <= 0 {
