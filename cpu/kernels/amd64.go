@@ -75,6 +75,9 @@ func matvecQ6_Kx4AVX512(x *float32, w *byte, ws, nb uintptr, out *[4]float32, ta
 //go:noescape
 func matvecQ4_Kx4AVX512(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32, base *[16]float32)
 
+//go:noescape
+func matvecQ5_Kx4AVX512(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32)
+
 // nibBase is the nibble values 0..15.
 var nibBase = [16]float32{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
 
@@ -132,6 +135,10 @@ func useSIMD(t Tier) {
 		matVec4[quant.Q4_K] = func(x []float32, w []byte, ws int, out *[4]float32) {
 			checkRows(w, ws, len(x)/256*quant.SizeQ4_K)
 			matvecQ4_Kx4AVX512(&x[0], &w[0], uintptr(ws), uintptr(len(x)/256), out, f16Tab, &nibBase)
+		}
+		matVec4[quant.Q5_K] = func(x []float32, w []byte, ws int, out *[4]float32) {
+			checkRows(w, ws, len(x)/256*quant.SizeQ5_K)
+			matvecQ5_Kx4AVX512(&x[0], &w[0], uintptr(ws), uintptr(len(x)/256), out, f16Tab)
 		}
 		matVec4[quant.Q6_K] = func(x []float32, w []byte, ws int, out *[4]float32) {
 			checkRows(w, ws, len(x)/256*quant.SizeQ6_K)

@@ -398,3 +398,104 @@ k4x4done:
 	STORE4(out+32(FP))
 	VZEROUPPER
 	RET
+
+// Q5_K: as Q4_K plus a fifth bit per value: bit 2c of qh[l] for the low nibble of chunk c,
+// bit 2c+1 for the high one. Each row's qh[0:32] is widened once per super-block and shifted
+// left by 4 (Zh0, Zh1), so the bit the next sub-block needs sits at position 4 (mask Z14 =
+// 16); values are q*scale - offset, converted and scaled per vector.
+
+// K5CHUNK(p, Q, SC, H0, H1, acc)
+#define K5CHUNK(p, Q, SC, H0, H1, acc) \
+	VPMOVZXBD    Q(p), Z6 ; \
+	VPMOVZXBD    Q+16(p), Z7 ; \
+	VPSRLD       $4, Z6, Z8 ; \
+	VPSRLD       $4, Z7, Z9 ; \
+	VPANDD       Z15, Z6, Z6 ; \
+	VPANDD       Z15, Z7, Z7 ; \
+	VPANDD       Z14, H0, Z10 ; \
+	VPANDD       Z14, H1, Z11 ; \
+	VPORD        Z10, Z6, Z6 ; \
+	VPORD        Z11, Z7, Z7 ; \
+	VPSRLD       $1, H0, H0 ; \
+	VPSRLD       $1, H1, H1 ; \
+	VPANDD       Z14, H0, Z10 ; \
+	VPANDD       Z14, H1, Z11 ; \
+	VPORD        Z10, Z8, Z8 ; \
+	VPORD        Z11, Z9, Z9 ; \
+	VPSRLD       $1, H0, H0 ; \
+	VPSRLD       $1, H1, H1 ; \
+	VCVTDQ2PS    Z6, Z6 ; \
+	VCVTDQ2PS    Z7, Z7 ; \
+	VCVTDQ2PS    Z8, Z8 ; \
+	VCVTDQ2PS    Z9, Z9 ; \
+	VMULPS.BCST  SC(SP), Z6, Z6 ; \
+	VMULPS.BCST  SC(SP), Z7, Z7 ; \
+	VMULPS.BCST  SC+4(SP), Z8, Z8 ; \
+	VMULPS.BCST  SC+4(SP), Z9, Z9 ; \
+	VSUBPS.BCST  SC+32(SP), Z6, Z6 ; \
+	VSUBPS.BCST  SC+32(SP), Z7, Z7 ; \
+	VSUBPS.BCST  SC+36(SP), Z8, Z8 ; \
+	VSUBPS.BCST  SC+36(SP), Z9, Z9 ; \
+	VFMADD231PS  Z20, Z6, acc ; \
+	VFMADD231PS  Z21, Z7, acc ; \
+	VFMADD231PS  Z22, Z8, acc ; \
+	VFMADD231PS  Z23, Z9, acc
+
+#define K5QH(p, H0, H1) \
+	VPMOVZXBD 16(p), H0 ; \
+	VPMOVZXBD 32(p), H1 ; \
+	VPSLLD    $4, H0, H0 ; \
+	VPSLLD    $4, H1, H1
+
+#define K5ALLROWS(c) \
+	LOADX4(256*c) ; \
+	K5CHUNK(DI, 48+32*c, 0+8*c, Z24, Z25, Z0) ; \
+	K5CHUNK(R8, 48+32*c, 64+8*c, Z26, Z27, Z1) ; \
+	K5CHUNK(R9, 48+32*c, 128+8*c, Z28, Z29, Z2) ; \
+	K5CHUNK(R10, 48+32*c, 192+8*c, Z30, Z31, Z3)
+
+// func matvecQ5_Kx4AVX512(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32)
+TEXT ·matvecQ5_Kx4AVX512(SB), NOSPLIT, $256-48
+	MOVQ         x+0(FP), SI
+	MOVQ         w+8(FP), DI
+	MOVQ         ws+16(FP), BX
+	MOVQ         nb+24(FP), CX
+	MOVQ         tab+40(FP), DX
+	LEAQ         (DI)(BX*1), R8
+	LEAQ         (R8)(BX*1), R9
+	LEAQ         (R9)(BX*1), R10
+	MOVL         $0xff00, AX
+	KMOVW        AX, K1
+	MOVL         $15, AX
+	VPBROADCASTD AX, Z15
+	MOVL         $16, AX
+	VPBROADCASTD AX, Z14
+	ZERO4
+	TESTQ        CX, CX
+	JZ           k5x4done
+
+k5x4loop:
+	K4SCALES(DI, 0)
+	K4SCALES(R8, 64)
+	K4SCALES(R9, 128)
+	K4SCALES(R10, 192)
+	K5QH(DI, Z24, Z25)
+	K5QH(R8, Z26, Z27)
+	K5QH(R9, Z28, Z29)
+	K5QH(R10, Z30, Z31)
+	K5ALLROWS(0)
+	K5ALLROWS(1)
+	K5ALLROWS(2)
+	K5ALLROWS(3)
+	ADDQ         $1024, SI
+	ADDQ         $176, DI
+	ADDQ         $176, R8
+	ADDQ         $176, R9
+	ADDQ         $176, R10
+	DECQ         CX
+	JNZ          k5x4loop
+
+k5x4done:
+	STORE4(out+32(FP))
+	VZEROUPPER
+	RET
