@@ -47,6 +47,7 @@ func BenchmarkConcurrentDecode(b *testing.B) {
 				}
 				b.ResetTimer()
 				start := time.Now()
+				cpu0 := procCPUTime()
 				var wg sync.WaitGroup
 				errs := make([]error, n)
 				for i, s := range sessions {
@@ -58,6 +59,7 @@ func BenchmarkConcurrentDecode(b *testing.B) {
 				}
 				wg.Wait()
 				elapsed := time.Since(start)
+				cpu := procCPUTime() - cpu0
 				b.StopTimer()
 				for _, err := range errs {
 					if err != nil {
@@ -65,6 +67,9 @@ func BenchmarkConcurrentDecode(b *testing.B) {
 					}
 				}
 				b.ReportMetric(float64(n*b.N)/elapsed.Seconds(), "tokens/s")
+				if cpu > 0 {
+					b.ReportMetric(float64(n*b.N)/cpu.Seconds(), "tokens/cpu-s")
+				}
 				m.batch.mu.Lock()
 				if m.batch.steps > 0 {
 					b.ReportMetric(float64(m.batch.rows)/float64(m.batch.steps), "rows/step")
@@ -72,5 +77,47 @@ func BenchmarkConcurrentDecode(b *testing.B) {
 				m.batch.mu.Unlock()
 			})
 		}
+	}
+}
+
+// BenchmarkBatchStep measures one batched decode step of n sessions (the forward pass alone,
+// without sampling or goroutines): an op is one token for each of the n sessions.
+func BenchmarkBatchStep(b *testing.B) {
+	m := benchModel(b)
+	for _, n := range []int{1, 2, 4, 8} {
+		b.Run(fmt.Sprintf("rows=%d", n), func(b *testing.B) {
+			sessions := make([]*Session, n)
+			for i := range sessions {
+				s, err := m.NewSession()
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := s.Eval(make([]int32, 16)); err != nil {
+					b.Fatal(err)
+				}
+				sessions[i] = s
+			}
+			batch := make([]*Session, n)
+			b.ResetTimer()
+			cpu0 := procCPUTime()
+			for i := 0; i < b.N; i++ {
+				for _, s := range sessions {
+					if len(s.tokens) >= 512 {
+						s.tokens, s.npast = s.tokens[:16], 16
+					}
+					s.tokens = append(s.tokens, 464)
+				}
+				copy(batch, sessions)
+				if err := m.batch.run(m, batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "tokens/s")
+			if cpu := procCPUTime() - cpu0; cpu > 0 {
+				// Tokens per second of CPU time of all threads: what the step costs, whatever
+				// else the machine runs.
+				b.ReportMetric(float64(n*b.N)/cpu.Seconds(), "tokens/cpu-s")
+			}
+		})
 	}
 }
