@@ -10,21 +10,37 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gorun-dev/gorun/cpu/kernels"
 	"github.com/gorun-dev/gorun/graph"
 	"github.com/gorun-dev/gorun/llm"
+	"github.com/klauspost/cpuid/v2"
 )
 
-// benchResult is one row of the table: a test repeated several times.
+// benchResult is one row of the table: a test repeated several times. The JSON names are
+// llama-bench's, so tools written for llama-bench's -o json read gorun's too.
 type benchResult struct {
-	Model   string    `json:"model"`
-	Size    int64     `json:"size_bytes"`
-	Params  int64     `json:"params"`
-	Backend string    `json:"backend"`
-	Threads int       `json:"threads"`
-	Test    string    `json:"test"`
-	Samples []float64 `json:"tokens_per_second"`
-	Mean    float64   `json:"mean"`
-	Stddev  float64   `json:"stddev"`
+	File     string    `json:"model_filename"`
+	Model    string    `json:"model_type"`
+	Size     int64     `json:"model_size"`
+	Params   int64     `json:"model_n_params"`
+	Backend  string    `json:"backends"`
+	CPUInfo  string    `json:"cpu_info"`
+	GPUInfo  string    `json:"gpu_info"`
+	Kernels  string    `json:"cpu_kernels"` // gorun's SIMD tier (no llama-bench equivalent)
+	Threads  int       `json:"n_threads"`
+	GPU      int       `json:"n_gpu_layers"`
+	TypeK    string    `json:"type_k"`
+	TypeV    string    `json:"type_v"`
+	NPrompt  int       `json:"n_prompt"`
+	NGen     int       `json:"n_gen"`
+	Time     string    `json:"test_time"`
+	AvgNs    int64     `json:"avg_ns"`
+	StdNs    int64     `json:"stddev_ns"`
+	Mean     float64   `json:"avg_ts"`
+	Stddev   float64   `json:"stddev_ts"`
+	SampleNs []int64   `json:"samples_ns"`
+	Samples  []float64 `json:"samples_ts"`
+	Test     string    `json:"-"`
 }
 
 func cmdBench(args []string, stdout, stderr io.Writer) error {
@@ -77,6 +93,10 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			}
 			return err
 		}
+		gpuInfo := ""
+		if be != nil {
+			gpuInfo = be.Name()
+		}
 		run := func(test string, n int, f func(*llm.Session, []int32) error) error {
 			if n <= 0 {
 				return nil
@@ -87,6 +107,12 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			r, err := benchTest(m, test, n, *reps, f)
 			if err != nil {
 				return err
+			}
+			r.GPUInfo, r.GPU = gpuInfo, *ngl
+			if strings.HasPrefix(test, "pp") {
+				r.NPrompt = n
+			} else {
+				r.NGen = n
 			}
 			results = append(results, r)
 			if *output == "md" {
@@ -143,7 +169,9 @@ func benchGenerate(s *llm.Session, toks []int32) error {
 // benchTest runs a warm-up and reps timed runs of f over n random tokens in a fresh context.
 func benchTest(m *llm.Model, test string, n, reps int, f func(*llm.Session, []int32) error) (benchResult, error) {
 	hp := m.Hparams()
-	r := benchResult{Model: modelLabel(m), Backend: m.Backend().Name(), Threads: m.Threads(), Test: test}
+	r := benchResult{File: m.Path(), Model: modelLabel(m), Backend: strings.ToUpper(m.Backend().Name()), Threads: m.Threads(),
+		Test: test, CPUInfo: cpuid.CPU.BrandName, Kernels: kernels.Active().String(), TypeK: "f32", TypeV: "f32",
+		Time: time.Now().UTC().Format(time.RFC3339)}
 	for _, t := range m.File().Tensors { // as llama-bench counts: every tensor of the file
 		r.Size += t.Size
 		r.Params += t.Elements()
@@ -164,10 +192,18 @@ func benchTest(m *llm.Model, test string, n, reps int, f func(*llm.Session, []in
 			return r, err
 		}
 		if i > 0 { // the first run warms caches and builds graphs
-			r.Samples = append(r.Samples, float64(n)/time.Since(start).Seconds())
+			d := time.Since(start)
+			r.SampleNs = append(r.SampleNs, d.Nanoseconds())
+			r.Samples = append(r.Samples, float64(n)/d.Seconds())
 		}
 	}
 	r.Mean, r.Stddev = meanStd(r.Samples)
+	ns := make([]float64, len(r.SampleNs))
+	for i, v := range r.SampleNs {
+		ns[i] = float64(v)
+	}
+	avg, sd := meanStd(ns)
+	r.AvgNs, r.StdNs = int64(avg), int64(sd)
 	return r, nil
 }
 

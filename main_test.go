@@ -144,8 +144,15 @@ func TestBenchAndRandomModel(t *testing.T) {
 	}
 	code, out, _ = gorun("bench", "-m", p, "-p", "8", "-n", "0", "-r", "1", "-o", "json")
 	var res []map[string]any
-	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || len(res) != 1 || res[0]["test"] != "pp8" {
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || len(res) != 1 || res[0]["n_prompt"] != 8.0 || res[0]["n_gen"] != 0.0 {
 		t.Errorf("json output: %q", out)
+	} else {
+		// llama-bench's field names, so its tools read gorun's output.
+		for _, k := range []string{"model_filename", "model_type", "model_size", "model_n_params", "n_threads", "avg_ts", "stddev_ts", "samples_ts", "avg_ns", "samples_ns"} {
+			if _, ok := res[0][k]; !ok {
+				t.Errorf("json output lacks %q: %q", k, out)
+			}
+		}
 	}
 	if code, _, errs := gorun("bench", "-m", p, "-p", "1000"); code != 1 || !strings.Contains(errs, "context") {
 		t.Errorf("prompt longer than the context: exit %d %q", code, errs)
