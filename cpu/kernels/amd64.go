@@ -145,10 +145,7 @@ func useSIMD(t Tier) {
 			matvecQ6_Kx4AVX512(&x[0], &w[0], uintptr(ws), uintptr(len(x)/256), out, f16Tab)
 		}
 	case AVX2:
-		Dot = dotSIMD(dotAVX2)
-		Dot1x4 = dot1x4SIMD(dot1x4AVX2)
-		Dot4x4 = dot4x4Via1x4
-		dequant[quant.F16] = f16SIMD(f16ToF32AVX2, 8)
+		useAVX2()
 	}
 }
 
