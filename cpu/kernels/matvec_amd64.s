@@ -170,53 +170,52 @@ q4x4done:
 // assembled 32 positions l at a time: q1 = ql[l]&15 | (qh[l]&3)<<4 (value l), q2 = ql[l+32]&15
 // | (qh[l]>>2&3)<<4 (l+32), q3 = ql[l]>>4 | (qh[l]>>4&3)<<4 (l+64), q4 = ql[l+32]>>4 |
 // (qh[l]>>6)<<4 (l+96), each (q-32) times its scale, and the eight vectors enter the
-// accumulator in element order. Constants: Z15 = 15, Z14 = 48, Z12 = 32; x in Z20..Z27.
+// accumulator in element order. x in Z20..Z27.
 
-// Q6GROUP(p, QL, QH, SC, V0, V1, V2, V3): 16 positions starting at ql offset QL, qh offset QH.
-#define Q6GROUP(p, QL, QH, SC, V0, V1, V2, V3) \
-	VPMOVZXBD    QL(p), Z30 ; \
-	VPMOVZXBD    QL+32(p), Z31 ; \
-	VPMOVZXBD    QH(p), Z5 ; \
-	VPSRLD       $4, Z30, V2 ; \
-	VPSRLD       $4, Z31, V3 ; \
-	VPANDD       Z15, Z30, V0 ; \
-	VPANDD       Z15, Z31, V1 ; \
-	VPSLLD       $4, Z5, Z4 ; \
-	VPANDD       Z14, Z4, Z4 ; \
-	VPORD        Z4, V0, V0 ; \
-	VPSLLD       $2, Z5, Z4 ; \
-	VPANDD       Z14, Z4, Z4 ; \
-	VPORD        Z4, V1, V1 ; \
-	VPANDD       Z14, Z5, Z4 ; \
-	VPORD        Z4, V2, V2 ; \
-	VPSRLD       $2, Z5, Z4 ; \
-	VPANDD       Z14, Z4, Z4 ; \
-	VPORD        Z4, V3, V3 ; \
-	VPSUBD       Z12, V0, V0 ; \
-	VPSUBD       Z12, V1, V1 ; \
-	VPSUBD       Z12, V2, V2 ; \
-	VPSUBD       Z12, V3, V3 ; \
-	VCVTDQ2PS    V0, V0 ; \
-	VCVTDQ2PS    V1, V1 ; \
-	VCVTDQ2PS    V2, V2 ; \
-	VCVTDQ2PS    V3, V3 ; \
-	VMULPS.BCST  SC(SP), V0, V0 ; \
-	VMULPS.BCST  SC+8(SP), V1, V1 ; \
-	VMULPS.BCST  SC+16(SP), V2, V2 ; \
-	VMULPS.BCST  SC+24(SP), V3, V3
+// Q6HALF(p, QL, QH, SC, acc): one half (128 values) of a row's super-block into acc. The
+// 6-bit values of all 32 positions are assembled on bytes (256-bit ops, byte masks Y12 = 0x0f,
+// Y13 = 0x30, Y14 = 32), then widened 16 at a time in element order: q1 (values 0-31), q2
+// (32-63), q3 (64-95), q4 (96-127), each 16 with its sub-block scale.
+#define Q6WIDEN(Q, XQ, SC, XLO, XHI, acc) \
+	VPMOVSXBD    XQ, Z28 ; \
+	VEXTRACTI128 $1, Q, X7 ; \
+	VPMOVSXBD    X7, Z29 ; \
+	VCVTDQ2PS    Z28, Z28 ; \
+	VCVTDQ2PS    Z29, Z29 ; \
+	VMULPS.BCST  SC(SP), Z28, Z28 ; \
+	VMULPS.BCST  SC+4(SP), Z29, Z29 ; \
+	VFMADD231PS  XLO, Z28, acc ; \
+	VFMADD231PS  XHI, Z29, acc
 
-// Q6HALF(p, QL, QH, SC, acc): one half of a row's super-block into acc.
 #define Q6HALF(p, QL, QH, SC, acc) \
-	Q6GROUP(p, QL, QH, SC, Z6, Z8, Z10, Z28) ; \
-	Q6GROUP(p, QL+16, QH+16, SC+4, Z7, Z9, Z11, Z29) ; \
-	VFMADD231PS  Z20, Z6, acc ; \
-	VFMADD231PS  Z21, Z7, acc ; \
-	VFMADD231PS  Z22, Z8, acc ; \
-	VFMADD231PS  Z23, Z9, acc ; \
-	VFMADD231PS  Z24, Z10, acc ; \
-	VFMADD231PS  Z25, Z11, acc ; \
-	VFMADD231PS  Z26, Z28, acc ; \
-	VFMADD231PS  Z27, Z29, acc
+	VMOVDQU      QL(p), Y4 ; \
+	VMOVDQU      QL+32(p), Y5 ; \
+	VMOVDQU      QH(p), Y6 ; \
+	VPSLLW       $4, Y6, Y7 ; \
+	VPAND        Y13, Y7, Y7 ; \
+	VPAND        Y12, Y4, Y8 ; \
+	VPOR         Y7, Y8, Y8 ; \
+	VPSLLW       $2, Y6, Y7 ; \
+	VPAND        Y13, Y7, Y7 ; \
+	VPAND        Y12, Y5, Y9 ; \
+	VPOR         Y7, Y9, Y9 ; \
+	VPSRLW       $4, Y4, Y4 ; \
+	VPAND        Y12, Y4, Y4 ; \
+	VPAND        Y13, Y6, Y7 ; \
+	VPOR         Y7, Y4, Y10 ; \
+	VPSRLW       $4, Y5, Y5 ; \
+	VPAND        Y12, Y5, Y5 ; \
+	VPSRLW       $2, Y6, Y7 ; \
+	VPAND        Y13, Y7, Y7 ; \
+	VPOR         Y7, Y5, Y11 ; \
+	VPSUBB       Y14, Y8, Y8 ; \
+	VPSUBB       Y14, Y9, Y9 ; \
+	VPSUBB       Y14, Y10, Y10 ; \
+	VPSUBB       Y14, Y11, Y11 ; \
+	Q6WIDEN(Y8, X8, SC, Z20, Z21, acc) ; \
+	Q6WIDEN(Y9, X9, SC+8, Z22, Z23, acc) ; \
+	Q6WIDEN(Y10, X10, SC+16, Z24, Z25, acc) ; \
+	Q6WIDEN(Y11, X11, SC+24, Z26, Z27, acc)
 
 // Q6SCALES(p, SC): the row's 16 scales d*scales[i] as float32 at SC(SP).
 #define Q6SCALES(p, SC) \
@@ -247,12 +246,12 @@ TEXT ·matvecQ6_Kx4AVX512(SB), NOSPLIT, $256-48
 	LEAQ         (DI)(BX*1), R8
 	LEAQ         (R8)(BX*1), R9
 	LEAQ         (R9)(BX*1), R10
-	MOVL         $15, AX
-	VPBROADCASTD AX, Z15
-	MOVL         $48, AX
-	VPBROADCASTD AX, Z14
+	MOVL         $0x0f, AX
+	VPBROADCASTB AX, Y12
+	MOVL         $0x30, AX
+	VPBROADCASTB AX, Y13
 	MOVL         $32, AX
-	VPBROADCASTD AX, Z12
+	VPBROADCASTB AX, Y14
 	ZERO4
 	TESTQ        CX, CX
 	JZ           q6x4done
