@@ -49,6 +49,7 @@ type Backend struct {
 	progs      map[*graph.Graph]*program
 	tick       int
 	smemSet    map[*Function]int
+	ready      *program // the program whose outs hold the results of the last Compute
 
 	// profile (GORUN_CUDA_PROFILE=1) runs launches one at a time, synchronizing after each, and
 	// prints the time per kernel and shape to stderr at Close.
@@ -89,7 +90,19 @@ type program struct {
 	exec     *Graph
 	used     int // tick of last use, for eviction
 	outputs  map[*graph.Tensor]bool
+	// outs are copied to page-locked memory at the end of every Compute, so that Read of
+	// them (the logits, every token) needs no further round trip to the GPU.
+	outs []outCopy
 }
+
+type outCopy struct {
+	t    *graph.Tensor
+	dev  DevicePtr
+	host []byte
+}
+
+// maxOutCopy bounds the outputs copied down with each Compute.
+const maxOutCopy = 16 << 20
 
 type launch struct {
 	fn          *Function
@@ -297,6 +310,14 @@ func (b *Backend) Read(t *graph.Tensor, dst []byte) error {
 	if b.stats {
 		defer func(t0 time.Time) { b.nRead++; b.tRead += time.Since(t0) }(time.Now())
 	}
+	if p := b.ready; p != nil && len(b.pending) == 0 {
+		for _, o := range p.outs {
+			if o.t == t && len(o.host) == len(dst) {
+				copy(dst, o.host)
+				return nil
+			}
+		}
+	}
 	return b.ctx.Do(func() error {
 		if err := b.flush(); err != nil {
 			return err
@@ -340,6 +361,7 @@ func (b *Backend) Compute(g *graph.Graph) error {
 		}
 		b.tick++
 		p.used = b.tick
+		b.ready = nil
 		if err := b.flush(); err != nil {
 			return err
 		}
@@ -365,6 +387,11 @@ func (b *Backend) Compute(g *graph.Graph) error {
 				}
 			}
 		}
+		for _, o := range p.outs {
+			if err := b.ctx.CopyDtoHAsync(o.host, o.dev); err != nil {
+				return err
+			}
+		}
 		if err := b.ctx.CopyDtoHAsync(b.statusHost, b.status); err != nil {
 			return err
 		}
@@ -381,6 +408,7 @@ func (b *Backend) Compute(g *graph.Graph) error {
 				return fmt.Errorf("cuda: a position is outside the KV cache")
 			}
 		}
+		b.ready = p
 		return nil
 	})
 }
@@ -491,6 +519,12 @@ func (b *Backend) program(g *graph.Graph) (*program, error) {
 func (b *Backend) dropProgram(g *graph.Graph, p *program) {
 	if p.exec != nil {
 		p.exec.Destroy()
+	}
+	for _, o := range p.outs {
+		b.ctx.HostFree(o.host)
+	}
+	if b.ready == p {
+		b.ready = nil
 	}
 	if p.scratch != 0 {
 		b.free(p.scratch)

@@ -22,6 +22,8 @@ type op struct {
 	res    *graph.Tensor
 	act    int
 	second *graph.Tensor // store_kv: a second store of the same rows fused in
+	// attention: the K and V rows to store into the caches first (a fused store_kv pair)
+	storeK, storeV *graph.Tensor
 }
 
 // chunkAlign is the alignment of weight rows that dq32 (kernels.cu) needs for its loads.
@@ -130,6 +132,26 @@ func (b *Backend) compile(g *graph.Graph) (*program, error) {
 		fused = append(fused, o)
 	}
 	ops = fused
+	// A decode step's K and V stores go into the attention kernel (one query: each head's block
+	// stores its own slice before reading the cache).
+	fused = ops[:0]
+	for i := 0; i < len(ops); i++ {
+		o := ops[i]
+		if o.kind == graph.OpStoreKV && o.second != nil && i+1 < len(ops) {
+			at := ops[i+1]
+			a := at.node
+			if at.kind == graph.OpAttention && a.Src[1] == o.node && a.Src[2] == o.second && a.Src[3] == o.node.Src[2] &&
+				a.Src[0].NRows() == 1 {
+				at.storeK, at.storeV = o.node.Src[1], o.second.Src[1]
+				at.ins = append(append([]*graph.Tensor{}, at.ins...), at.storeK, at.storeV)
+				fused = append(fused, at)
+				i++
+				continue
+			}
+		}
+		fused = append(fused, o)
+	}
+	ops = fused
 
 	// Plan the scratch arena.
 	p := &program{version: g.Version(), outputs: outputs}
@@ -197,11 +219,28 @@ func (b *Backend) compile(g *graph.Graph) (*program, error) {
 		}
 		return a + DevicePtr(t.Off-base.Off), nil
 	}
+	for _, t := range g.Outputs {
+		if !t.Contiguous() || t.Bytes() > maxOutCopy {
+			continue
+		}
+		dev, err := where(t)
+		if err != nil {
+			return nil, err
+		}
+		host, err := b.ctx.HostAlloc(t.Bytes())
+		if err != nil {
+			break // Read copies it then
+		}
+		p.outs = append(p.outs, outCopy{t: t, dev: dev, host: host})
+	}
 	for _, o := range ops {
 		l, err := b.emit(o, where)
 		if err != nil {
 			if p.scratch != 0 {
 				b.free(p.scratch)
+			}
+			for _, o := range p.outs {
+				b.ctx.HostFree(o.host)
 			}
 			return nil, err
 		}
@@ -317,13 +356,26 @@ func (b *Backend) emit(o op, where func(*graph.Tensor) (DevicePtr, error)) (laun
 			switch {
 			case wide && w.Nb[1] <= mvsBytes:
 				name = "mvs_" + suf
+				R := 1
+				if N >= 16384 && 4*w.Nb[1] <= mvsBytes {
+					R = 4 // long outputs (the vocabulary): more bytes in flight per warp
+				}
+				const wpb = 8 // warps per block
+				stride := (R*w.Nb[1] + 15) &^ 15
+				a.i32(R).i32(stride)
+				l.grid = Dim3{(N + wpb*R - 1) / (wpb * R), 1, 1}
+				l.block = Dim3{32 * wpb, 1, 1}
+				l.shm = wpb * stride
 			case wide:
 				name = "mv_" + suf
+				l.grid = Dim3{(N*32 + 255) / 256, 1, 1}
 			default:
 				name = "mv1_" + suf
+				l.grid = Dim3{(N*32 + 255) / 256, 1, 1}
 			}
-			l.block = Dim3{256, 1, 1}
-			l.grid = Dim3{(N*32 + 255) / 256, 1, 1}
+			if l.block.X == 0 {
+				l.block = Dim3{256, 1, 1}
+			}
 		} else {
 			switch {
 			case wide && b.tc:
@@ -428,6 +480,14 @@ func (b *Backend) emit(o op, where func(*graph.Tensor) (DevicePtr, error)) (laun
 		name = "attention_" + suf
 		a.ptr(get(q)).i32(ld(q, 4)).ptr(get(k)).ptr(get(v)).i32(ld(k, es)).i32(C).ptr(get(pos)).ptr(out).i32(ld(o.out, 4)).
 			i32(D).f32(n.FParams[0]).ptr(b.status)
+		if o.storeK != nil {
+			if ld(o.storeK, 4) != ld(o.storeV, 4) {
+				return l, fmt.Errorf("cuda: attention: K and V rows differ in layout")
+			}
+			a.ptr(get(o.storeK)).ptr(get(o.storeV)).i32(ld(o.storeK, 4))
+		} else {
+			a.ptr(0).ptr(0).i32(0)
+		}
 		l.grid = Dim3{heads, q.NRows(), 1}
 		l.block = Dim3{128, 1, 1}
 		l.shm = (D + C + 128) * 4

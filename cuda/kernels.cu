@@ -341,55 +341,84 @@ __device__ __forceinline__ void mv_body(const uint8_t *__restrict__ W, int wrow,
 	if (lane < M) Y[(size_t)lane * ldy + n] = epi(out, n, lane, bias, res, ldres, act);
 }
 
-// mvs: the mat-vec with each warp's weight row first copied to shared memory with coalesced
+// mvs: the mat-vec with each warp's weight rows first copied to shared memory with coalesced
 // loads (the chunks of neighbouring lanes are 18..210 bytes apart, so reading them straight from
-// global memory touches many more cache sectors than bytes used). Rows up to MVS_BYTES.
+// global memory touches many more cache sectors than bytes used). A warp takes R (1..4)
+// consecutive rows, all staged before any is computed (more bytes in flight). R * wrow <=
+// MVS_BYTES.
 #define MVS_BYTES 3456
-template <int T>
-__device__ __forceinline__ void mvs_body(const uint8_t *__restrict__ W, int wrow, const float *__restrict__ X, int ldx,
-		float *__restrict__ Y, int ldy, int N, int M, int K, const float *bias, const float *res, int ldres, int act) {
-	__shared__ __align__(16) uint8_t stage[8][MVS_BYTES];
-	int wid = threadIdx.x >> 5, lane = threadIdx.x & 31;
-	int n = blockIdx.x * 8 + wid;
-	if (n >= N) return;
-	const uint8_t *g = W + (size_t)n * wrow;
-	uint8_t *st = stage[wid];
-	if ((((size_t)g | wrow) & 15) == 0) {
-		for (int i = lane; i < (wrow >> 4); i += 32) ((uint4 *)st)[i] = ((const uint4 *)g)[i];
-	} else if ((((size_t)g | wrow) & 3) == 0) {
-		for (int i = lane; i < (wrow >> 2); i += 32) ((uint32_t *)st)[i] = ((const uint32_t *)g)[i];
-	} else {
-		for (int i = lane; i < (wrow >> 1); i += 32) ((unsigned short *)st)[i] = ((const unsigned short *)g)[i];
-	}
-	__syncwarp();
-	float acc[MV_MAXM];
+// stage_copy copies n words to shared memory, the loads of B words per lane issued before any
+// is stored (one memory latency per batch instead of one per word).
+template <typename U, int B>
+__device__ __forceinline__ void stage_copy(U *dst, const U *__restrict__ src, int n, int lane) {
+	for (int base = 0; base < n; base += 32 * B) {
+		U r[B];
 #pragma unroll
-	for (int m = 0; m < MV_MAXM; m++) acc[m] = 0.0f;
-	int chunks = K >> 5;
-	for (int c = lane; c < chunks; c += 32) {
-		float w[32];
-		dq32<T>(st, c, w);
+		for (int j = 0; j < B; j++) {
+			int i = base + lane + 32 * j;
+			if (i < n) r[j] = src[i];
+		}
 #pragma unroll
-		for (int m = 0; m < MV_MAXM; m++) {
-			if (m < M) {
-				const float4 *x = (const float4 *)(X + (size_t)m * ldx + 32 * c);
-				float s = 0.0f;
-#pragma unroll
-				for (int i = 0; i < 8; i++) {
-					float4 v = x[i];
-					s += w[4 * i] * v.x + w[4 * i + 1] * v.y + w[4 * i + 2] * v.z + w[4 * i + 3] * v.w;
-				}
-				acc[m] += s;
-			}
+		for (int j = 0; j < B; j++) {
+			int i = base + lane + 32 * j;
+			if (i < n) dst[i] = r[j];
 		}
 	}
-	float out = 0.0f;
-#pragma unroll
-	for (int m = 0; m < MV_MAXM; m++) {
-		float s = warp_sum(acc[m]);
-		if (lane == m) out = s;
+}
+
+// The staging memory is dynamic: wstride bytes (R * wrow rounded up to 16) per warp.
+template <int T>
+__device__ __forceinline__ void mvs_body(const uint8_t *__restrict__ W, int wrow, const float *__restrict__ X, int ldx,
+		float *__restrict__ Y, int ldy, int N, int M, int K, const float *bias, const float *res, int ldres, int act, int R,
+		int wstride) {
+	extern __shared__ __align__(16) uint8_t stage[];
+	int wid = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	int row0 = (blockIdx.x * (blockDim.x >> 5) + wid) * R;
+	if (row0 >= N) return;
+	uint8_t *st = stage + wid * wstride;
+	int rows = min(R, N - row0);
+	const uint8_t *g = W + (size_t)row0 * wrow;
+	int bytes = rows * wrow;
+	if ((((size_t)g | wrow) & 15) == 0) {
+		stage_copy<uint4, 8>((uint4 *)st, (const uint4 *)g, bytes >> 4, lane);
+	} else if ((((size_t)g | wrow) & 3) == 0) {
+		stage_copy<uint32_t, 16>((uint32_t *)st, (const uint32_t *)g, bytes >> 2, lane);
+	} else {
+		stage_copy<unsigned short, 16>((unsigned short *)st, (const unsigned short *)g, bytes >> 1, lane);
 	}
-	if (lane < M) Y[(size_t)lane * ldy + n] = epi(out, n, lane, bias, res, ldres, act);
+	__syncwarp();
+	int chunks = K >> 5;
+	for (int r = 0; r < rows; r++) {
+		int n = row0 + r;
+		const uint8_t *row = st + r * wrow;
+		float acc[MV_MAXM];
+#pragma unroll
+		for (int m = 0; m < MV_MAXM; m++) acc[m] = 0.0f;
+		for (int c = lane; c < chunks; c += 32) {
+			float w[32];
+			dq32<T>(row, c, w);
+#pragma unroll
+			for (int m = 0; m < MV_MAXM; m++) {
+				if (m < M) {
+					const float4 *x = (const float4 *)(X + (size_t)m * ldx + 32 * c);
+					float s = 0.0f;
+#pragma unroll
+					for (int i = 0; i < 8; i++) {
+						float4 v = x[i];
+						s += w[4 * i] * v.x + w[4 * i + 1] * v.y + w[4 * i + 2] * v.z + w[4 * i + 3] * v.w;
+					}
+					acc[m] += s;
+				}
+			}
+		}
+		float out = 0.0f;
+#pragma unroll
+		for (int m = 0; m < MV_MAXM; m++) {
+			float s = warp_sum(acc[m]);
+			if (lane == m) out = s;
+		}
+		if (lane < M) Y[(size_t)lane * ldy + n] = epi(out, n, lane, bias, res, ldres, act);
+	}
 }
 
 // mv1: the element-by-element form, for rows whose chunks are not aligned for wide loads.
@@ -480,18 +509,21 @@ __device__ __forceinline__ void mm_body(const uint8_t *__restrict__ W, int wrow,
 // mm2: the same tiles, with whole chunks dequantized per thread (wide loads, the scales decoded
 // once per 32 elements) and 4x4 outputs per thread read from shared memory as float4. Needs
 // K % 32 == 0 and 16-byte aligned weight and activation rows.
-template <int T>
+// TM activation rows per thread: 4 (64-row tiles); 2 (32-row tiles, for more blocks) measured
+// slower on the 124M shapes, so only 4 is instantiated.
+template <int T, int TM>
 __device__ __forceinline__ void mm2_body(const uint8_t *__restrict__ W, int wrow, const float *__restrict__ X, int ldx,
 		float *__restrict__ Y, int ldy, int N, int M, int K, const float *bias, const float *res, int ldres, int act) {
+	const int BMT = 16 * TM;
 	__shared__ __align__(16) float Ws[BK][BN + 4];
-	__shared__ __align__(16) float Xs[BK][BM + 4];
+	__shared__ __align__(16) float Xs[BK][BMT + 4];
 	int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
-	int n0 = blockIdx.x * BN, m0 = blockIdx.y * BM;
-	float acc[4][4];
+	int n0 = blockIdx.x * BN, m0 = blockIdx.y * BMT;
+	float acc[4][TM];
 #pragma unroll
 	for (int i = 0; i < 4; i++)
 #pragma unroll
-		for (int j = 0; j < 4; j++) acc[i][j] = 0.0f;
+		for (int j = 0; j < TM; j++) acc[i][j] = 0.0f;
 	for (int k0 = 0; k0 < K; k0 += BK) {
 		if (tid < BN) {
 			int n = n0 + tid;
@@ -504,7 +536,7 @@ __device__ __forceinline__ void mm2_body(const uint8_t *__restrict__ W, int wrow
 			}
 #pragma unroll
 			for (int e = 0; e < 32; e++) Ws[e][tid] = w[e];
-		} else if (tid < BN + BM) {
+		} else if (tid < BN + BMT) {
 			int ml = tid - BN, m = m0 + ml;
 			if (m < M) {
 				const float4 *x = (const float4 *)(X + (size_t)m * ldx + k0);
@@ -522,18 +554,24 @@ __device__ __forceinline__ void mm2_body(const uint8_t *__restrict__ W, int wrow
 #pragma unroll 8
 		for (int kk = 0; kk < BK; kk++) {
 			float4 a = *(const float4 *)&Ws[kk][4 * tx];
-			float4 b = *(const float4 *)&Xs[kk][4 * ty];
-			float av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
+			float av[4] = {a.x, a.y, a.z, a.w}, bv[TM];
+			if (TM == 4) {
+				float4 b = *(const float4 *)&Xs[kk][4 * ty];
+				bv[0] = b.x, bv[1] = b.y, bv[2 % TM] = b.z, bv[3 % TM] = b.w;
+			} else {
+				float2 b = *(const float2 *)&Xs[kk][2 * ty];
+				bv[0] = b.x, bv[1] = b.y;
+			}
 #pragma unroll
 			for (int i = 0; i < 4; i++)
 #pragma unroll
-				for (int j = 0; j < 4; j++) acc[i][j] += av[i] * bv[j];
+				for (int j = 0; j < TM; j++) acc[i][j] += av[i] * bv[j];
 		}
 		__syncthreads();
 	}
 #pragma unroll
-	for (int j = 0; j < 4; j++) {
-		int m = m0 + 4 * ty + j;
+	for (int j = 0; j < TM; j++) {
+		int m = m0 + TM * ty + j;
 		if (m >= M) continue;
 #pragma unroll
 		for (int i = 0; i < 4; i++) {
@@ -637,8 +675,8 @@ __device__ __forceinline__ void getrows_body(const uint8_t *__restrict__ table, 
 	}                                                                                                          \
 	extern "C" __global__ void __launch_bounds__(256) mvs_##name(const uint8_t *W, int wrow, const float *X,    \
 			int ldx, float *Y, int ldy, int N, int M, int K, const float *bias, const float *res, int ldres,      \
-			int act) {                                                                                         \
-		mvs_body<T>(W, wrow, X, ldx, Y, ldy, N, M, K, bias, res, ldres, act);                                  \
+			int act, int R, int wstride) {                                                                     \
+		mvs_body<T>(W, wrow, X, ldx, Y, ldy, N, M, K, bias, res, ldres, act, R, wstride);                      \
 	}                                                                                                          \
 	extern "C" __global__ void __launch_bounds__(256) mmt_##name(const uint8_t *W, int wrow, const float *X,    \
 			int ldx, float *Y, int ldy, int N, int M, int K, const float *bias, const float *res, int ldres,      \
@@ -653,7 +691,7 @@ __device__ __forceinline__ void getrows_body(const uint8_t *__restrict__ table, 
 	extern "C" __global__ void __launch_bounds__(256) mm2_##name(const uint8_t *W, int wrow, const float *X,    \
 			int ldx, float *Y, int ldy, int N, int M, int K, const float *bias, const float *res, int ldres,      \
 			int act) {                                                                                         \
-		mm2_body<T>(W, wrow, X, ldx, Y, ldy, N, M, K, bias, res, ldres, act);                                  \
+		mm2_body<T, 4>(W, wrow, X, ldx, Y, ldy, N, M, K, bias, res, ldres, act);                               \
 	}                                                                                                          \
 	extern "C" __global__ void __launch_bounds__(256) mm_##name(const uint8_t *W, int wrow, const float *X,     \
 			int ldx, float *Y, int ldy, int N, int M, int K, const float *bias, const float *res, int ldres,      \
@@ -699,46 +737,73 @@ extern "C" __global__ void unary(const float *X, int ldx, float *Y, int ldy, int
 }
 
 // layer_norm: one block (256 threads) per row; mean and variance accumulated in double as the
-// CPU backend does.
+// CPU backend does. Rows up to 8 * 256 elements are read once, into registers, with all loads
+// issued together.
+#define LN_MAXE 8
+
+__device__ __forceinline__ double block_sum(double v, double *red) {
+	int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+	for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+	if (lane == 0) red[wid] = v;
+	__syncthreads();
+	double t = 0;
+	for (int w = 0; w < nw; w++) t += red[w];
+	__syncthreads();
+	return t;
+}
+
 extern "C" __global__ void __launch_bounds__(256) layer_norm(const float *X, int ldx, float *Y, int ldy, int K,
 		const float *w, const float *b, float eps) {
 	__shared__ double red[32];
 	const float *x = X + (size_t)blockIdx.x * ldx;
 	float *y = Y + (size_t)blockIdx.x * ldy;
-	int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5, nw = blockDim.x >> 5;
+	int tid = threadIdx.x, bd = blockDim.x;
+	bool cached = K <= LN_MAXE * bd;
+	float v[LN_MAXE];
 	double s = 0;
-	for (int k = tid; k < K; k += blockDim.x) s += x[k];
-	for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-	if (lane == 0) red[wid] = s;
-	__syncthreads();
-	if (wid == 0) {
-		double t = lane < nw ? red[lane] : 0;
-		for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
-		if (lane == 0) red[0] = t;
+	if (cached) {
+#pragma unroll
+		for (int i = 0; i < LN_MAXE; i++) {
+			int k = tid + i * bd;
+			v[i] = k < K ? x[k] : 0.0f;
+		}
+#pragma unroll
+		for (int i = 0; i < LN_MAXE; i++) s += v[i];
+	} else {
+		for (int k = tid; k < K; k += bd) s += x[k];
 	}
-	__syncthreads();
-	double mean = red[0] / K;
-	__syncthreads();
-	double q = 0;
-	for (int k = tid; k < K; k += blockDim.x) {
-		double d = (double)x[k] - mean;
-		q += d * d;
+	double mean = block_sum(s, red) / K, q = 0;
+	if (cached) {
+#pragma unroll
+		for (int i = 0; i < LN_MAXE; i++) {
+			double d = (double)v[i] - mean;
+			if (tid + i * bd < K) q += d * d;
+		}
+	} else {
+		for (int k = tid; k < K; k += bd) {
+			double d = (double)x[k] - mean;
+			q += d * d;
+		}
 	}
-	for (int o = 16; o > 0; o >>= 1) q += __shfl_xor_sync(0xffffffffu, q, o);
-	if (lane == 0) red[wid] = q;
-	__syncthreads();
-	if (wid == 0) {
-		double t = lane < nw ? red[lane] : 0;
-		for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
-		if (lane == 0) red[0] = t;
-	}
-	__syncthreads();
-	double rstd = 1.0 / sqrt(red[0] / K + (double)eps);
-	for (int k = tid; k < K; k += blockDim.x) {
-		float v = (float)(((double)x[k] - mean) * rstd);
-		if (w) v *= w[k];
-		if (b) v += b[k];
-		y[k] = v;
+	double rstd = 1.0 / sqrt(block_sum(q, red) / K + (double)eps);
+	if (cached) {
+#pragma unroll
+		for (int i = 0; i < LN_MAXE; i++) {
+			int k = tid + i * bd;
+			if (k < K) {
+				float o = (float)(((double)v[i] - mean) * rstd);
+				if (w) o *= w[k];
+				if (b) o += b[k];
+				y[k] = o;
+			}
+		}
+	} else {
+		for (int k = tid; k < K; k += bd) {
+			float o = (float)(((double)x[k] - mean) * rstd);
+			if (w) o *= w[k];
+			if (b) o += b[k];
+			y[k] = o;
+		}
 	}
 }
 
@@ -779,8 +844,8 @@ extern "C" __global__ void store_kv2_f32(float *kc, float *vc, int ldc_, int C, 
 // attention: one block (128 threads) per (head, query row). Scores of the query against cache
 // rows 0..p live in shared memory (dynamic: D + C + 128 floats).
 template <typename CT>
-__device__ __forceinline__ void attention_body(const float *Q, int ldq, const CT *Kc, const CT *Vc, int ldc_, int C,
-		const int *pos, float *O, int ldo, int D, float scale, unsigned *status) {
+__device__ __forceinline__ void attention_body(const float *Q, int ldq, CT *Kc, CT *Vc, int ldc_, int C,
+		const int *pos, float *O, int ldo, int D, float scale, unsigned *status, const float *Knew, const float *Vnew, int ldnew) {
 	extern __shared__ float sm[];
 	int h = blockIdx.x, i = blockIdx.y;
 	int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5, nw = blockDim.x >> 5;
@@ -790,6 +855,12 @@ __device__ __forceinline__ void attention_body(const float *Q, int ldq, const CT
 		return;
 	}
 	float *q = sm, *scores = sm + D, *red = sm + D + C;
+	if (Knew) { // the store of this (single) query's K and V rows, fused in: this head's slice
+		for (int d = tid; d < D; d += blockDim.x) {
+			stc(Kc + (size_t)p * ldc_ + h * D + d, Knew[(size_t)i * ldnew + h * D + d]);
+			stc(Vc + (size_t)p * ldc_ + h * D + d, Vnew[(size_t)i * ldnew + h * D + d]);
+		}
+	}
 	for (int d = tid; d < D; d += blockDim.x) q[d] = Q[(size_t)i * ldq + h * D + d];
 	__syncthreads();
 	const CT *kh = Kc + h * D, *vh = Vc + h * D;
@@ -863,13 +934,15 @@ __device__ __forceinline__ void attention_body(const float *Q, int ldq, const CT
 	}
 }
 
-extern "C" __global__ void __launch_bounds__(128) attention_f32(const float *Q, int ldq, const float *Kc, const float *Vc,
-		int ldc_, int C, const int *pos, float *O, int ldo, int D, float scale, unsigned *status) {
-	attention_body(Q, ldq, Kc, Vc, ldc_, C, pos, O, ldo, D, scale, status);
+extern "C" __global__ void __launch_bounds__(128) attention_f32(const float *Q, int ldq, float *Kc, float *Vc,
+		int ldc_, int C, const int *pos, float *O, int ldo, int D, float scale, unsigned *status, const float *Knew,
+		const float *Vnew, int ldnew) {
+	attention_body(Q, ldq, Kc, Vc, ldc_, C, pos, O, ldo, D, scale, status, Knew, Vnew, ldnew);
 }
-extern "C" __global__ void __launch_bounds__(128) attention_f16(const float *Q, int ldq, const __half *Kc, const __half *Vc,
-		int ldc_, int C, const int *pos, float *O, int ldo, int D, float scale, unsigned *status) {
-	attention_body(Q, ldq, Kc, Vc, ldc_, C, pos, O, ldo, D, scale, status);
+extern "C" __global__ void __launch_bounds__(128) attention_f16(const float *Q, int ldq, __half *Kc, __half *Vc,
+		int ldc_, int C, const int *pos, float *O, int ldo, int D, float scale, unsigned *status, const float *Knew,
+		const float *Vnew, int ldnew) {
+	attention_body(Q, ldq, Kc, Vc, ldc_, C, pos, O, ldo, D, scale, status, Knew, Vnew, ldnew);
 }
 
 // attn_tile_f32: attention for prompt batches, head size 64, f32 caches. A block takes 32

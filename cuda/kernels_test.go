@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -228,6 +229,18 @@ func TestMulMat(t *testing.T) {
 			})
 		}
 	}
+	// A product large enough for the 64 x 64 tiles (the small ones above take 32-row tiles).
+	for _, typ := range []quant.Type{quant.Q4_K, quant.F16} {
+		rng := rand.New(rand.NewPCG(uint64(typ), 4))
+		const K, N, M = 256, 1100, 1000
+		w := quantized(t, rng, typ, K, N)
+		x := randF32(rng, K*M, 1)
+		t.Run(typ.String()+"/large", func(t *testing.T) {
+			compare(t, g, 2e-5, func(e *env) *graph.Tensor {
+				return e.ctx.MulMat(e.weight("w", typ, w, K, N), e.inputF32("x", x, K, M))
+			})
+		})
+	}
 	// Rows of float weights whose length is no multiple of 32: the element-by-element kernels.
 	for _, typ := range []quant.Type{quant.F32, quant.F16} {
 		rng := rand.New(rand.NewPCG(uint64(typ), 3))
@@ -268,6 +281,46 @@ func TestMulMatFused(t *testing.T) {
 				})
 			})
 		}
+	}
+}
+
+// A product of a layer norm's output, on the mat-vec (M <= 8) and tiled paths.
+func TestMulMatLayerNorm(t *testing.T) {
+	g := gpu(t)
+	const K, N = 256, 80
+	rng := rand.New(rand.NewPCG(8, 8))
+	w := quantized(t, rng, quant.Q8_0, K, N)
+	lw, lb := randF32(rng, K, 1), randF32(rng, K, 1)
+	for _, M := range []int{1, 4, 12} {
+		x := randF32(rng, K*M, 3)
+		for _, affine := range []bool{true, false} {
+			t.Run(fmt.Sprintf("M=%d/affine=%v", M, affine), func(t *testing.T) {
+				compare(t, g, 2e-5, func(e *env) *graph.Tensor {
+					var a, b *graph.Tensor
+					if affine {
+						a, b = e.weight("lw", quant.F32, quant.F32Bytes(lw), K), e.weight("lb", quant.F32, quant.F32Bytes(lb), K)
+					}
+					h := e.ctx.LayerNorm(e.inputF32("x", x, K, M), a, b, 1e-5)
+					return e.ctx.MulMat(e.weight("w", quant.Q8_0, w, K, N), h)
+				})
+			})
+		}
+	}
+}
+
+// Vocabulary-sized outputs: each warp stages four rows.
+func TestMulMatLong(t *testing.T) {
+	g := gpu(t)
+	const K, N = 256, 16411
+	rng := rand.New(rand.NewPCG(9, 8))
+	for _, typ := range []quant.Type{quant.Q6_K, quant.Q4_0, quant.F16} {
+		w := quantized(t, rng, typ, K, N)
+		x := randF32(rng, K, 1)
+		t.Run(typ.String(), func(t *testing.T) {
+			compare(t, g, 2e-5, func(e *env) *graph.Tensor {
+				return e.ctx.MulMat(e.weight("w", typ, w, K, N), e.inputF32("x", x, K, 1))
+			})
+		})
 	}
 }
 
