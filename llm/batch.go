@@ -32,6 +32,8 @@ type batcher struct {
 	steps, rows, maxRows int
 	// alone makes every step compute one session (the sessions take turns), for benchmarks.
 	alone bool
+	// noRows: the backend cannot run the batch graph; sessions take turns.
+	noRows bool
 
 	// The graph of the last batch composition (rebuilt when the sessions in it change).
 	ctx     *graph.Context
@@ -159,31 +161,56 @@ func (b *batcher) run(m *Model, batch []*Session) error {
 			batch[j], batch[j-1] = batch[j-1], batch[j]
 		}
 	}
-	be := m.be
-	if len(batch) == 1 {
-		s := batch[0]
-		sg := &s.decode
-		b.tok = append(b.tok[:0], s.tokens[s.npast])
-		b.pos = append(b.pos[:0], int32(s.npast))
-		if err := be.Write(sg.step.Tokens, i32Bytes(b.tok)); err != nil {
-			return err
+	if len(batch) == 1 || b.noRows {
+		for _, s := range batch {
+			if err := b.runAlone(m, s); err != nil {
+				return err
+			}
 		}
-		if err := be.Write(sg.step.Positions, i32Bytes(b.pos)); err != nil {
-			return err
-		}
-		m.computeMu.Lock()
-		err := be.Compute(sg.g)
-		m.computeMu.Unlock()
-		if err != nil {
-			return err
-		}
-		if err := be.Read(sg.step.Logits, quant.F32Bytes(s.logits)); err != nil {
-			return err
-		}
-		s.npast++
-		s.lastWasBatch = false
 		return nil
 	}
+	if err := b.runRows(m, batch); err != nil {
+		// A backend without the rows ops (a GPU backend may lack them) fails before
+		// computing anything; run the steps one by one, and if that works, from now on.
+		for _, s := range batch {
+			if err := b.runAlone(m, s); err != nil {
+				return err
+			}
+		}
+		b.noRows = true
+	}
+	return nil
+}
+
+// runAlone computes one session's step with its own decode graph.
+func (b *batcher) runAlone(m *Model, s *Session) error {
+	be := m.be
+	sg := &s.decode
+	b.tok = append(b.tok[:0], s.tokens[s.npast])
+	b.pos = append(b.pos[:0], int32(s.npast))
+	if err := be.Write(sg.step.Tokens, i32Bytes(b.tok)); err != nil {
+		return err
+	}
+	if err := be.Write(sg.step.Positions, i32Bytes(b.pos)); err != nil {
+		return err
+	}
+	m.computeMu.Lock()
+	err := be.Compute(sg.g)
+	m.computeMu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err := be.Read(sg.step.Logits, quant.F32Bytes(s.logits)); err != nil {
+		return err
+	}
+	s.npast++
+	s.lastWasBatch = false
+	return nil
+}
+
+// runRows computes the sessions' steps as the rows of one batch graph.
+func (b *batcher) runRows(m *Model, batch []*Session) error {
+	be := m.be
 	if err := b.build(m, batch); err != nil {
 		return err
 	}

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gorun-dev/gorun/cpu"
+	"github.com/gorun-dev/gorun/graph"
 	"github.com/gorun-dev/gorun/internal/fixtures"
 	"github.com/gorun-dev/gorun/internal/testmodel"
 	"github.com/gorun-dev/gorun/quant"
@@ -202,4 +204,55 @@ func TestConcurrentSessions(t *testing.T) {
 		t.Errorf("no step was shared: largest batch %d", b.maxRows)
 	}
 	b.mu.Unlock()
+}
+
+// noRowsBackend is a CPU backend that cannot run the batch graph's ops, as a GPU backend
+// without them.
+type noRowsBackend struct{ graph.Backend }
+
+func (b noRowsBackend) Compute(g *graph.Graph) error {
+	for _, n := range g.Nodes {
+		if n.Op == graph.OpAttentionRows || n.Op == graph.OpStoreKVRows {
+			return fmt.Errorf("op %v is not supported", n.Op)
+		}
+	}
+	return b.Backend.Compute(g)
+}
+
+// On a backend without the rows ops, concurrent sessions take turns and still give the text
+// they give alone.
+func TestConcurrentSessionsWithoutRowsOps(t *testing.T) {
+	be := cpu.New(2)
+	defer be.Close()
+	m := tinyModel(t, nil, Options{Backend: noRowsBackend{be}})
+	prompts := []string{"a b", "c d e", "f"}
+	opts := GenerateOptions{MaxTokens: 12, IgnoreEOS: true}
+	want := make([]string, len(prompts))
+	for i, p := range prompts {
+		s, _ := m.NewSession()
+		want[i], _ = genText(t, s, p, opts)
+	}
+	got := make([]string, len(prompts))
+	var wg sync.WaitGroup
+	for i, p := range prompts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, _ := m.NewSession()
+			var sb strings.Builder
+			if _, err := s.Generate(context.Background(), p, opts, func(x string) error { sb.WriteString(x); return nil }); err != nil {
+				t.Error(err)
+			}
+			got[i] = sb.String()
+		}()
+	}
+	wg.Wait()
+	for i := range prompts {
+		if got[i] != want[i] {
+			t.Errorf("session %d: %q, alone %q", i, got[i], want[i])
+		}
+	}
+	if !m.batch.noRows {
+		t.Error("no batch was tried (or the failure went unnoticed)")
+	}
 }
