@@ -312,10 +312,12 @@ q6x4done:
 	SHLL         $4, R12 ; \
 	ORL          R12, R13 ; \
 	ANDL         $0x3f3f3f3f, R11 ; \
-	VMOVD        R11, X5 ; \
-	VPINSRD      $1, R13, X5, X5 ; \
-	VPINSRD      $2, BX, X5, X5 ; \
-	VPINSRD      $3, AX, X5, X5 ; \
+	SHLQ         $32, R13 ; \
+	ORQ          R13, R11 ; \
+	SHLQ         $32, AX ; \
+	ORQ          AX, BX ; \
+	VMOVQ        R11, X5 ; \
+	VPINSRQ      $1, BX, X5, X5 ; \
 	VPMOVZXBD    X5, Z5 ; \
 	VCVTDQ2PS    Z5, Z5 ; \
 	MOVWLZX      (p), R11 ; \
