@@ -149,16 +149,19 @@ func TestConcurrentSessions(t *testing.T) {
 	m.batch.mu.Unlock()
 	got := make([]string, len(prompts))
 	errs := make([]error, len(prompts))
-	var wg sync.WaitGroup
+	var wg, ready sync.WaitGroup
+	ready.Add(len(prompts))
 	for i, p := range prompts {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			s, err := m.NewSession()
+			ready.Done()
 			if err != nil {
 				errs[i] = err
 				return
 			}
+			ready.Wait() // start together
 			var sb strings.Builder
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -226,21 +229,29 @@ func TestConcurrentSessionsWithoutRowsOps(t *testing.T) {
 	defer be.Close()
 	m := tinyModel(t, nil, Options{Backend: noRowsBackend{be}})
 	prompts := []string{"a b", "c d e", "f"}
-	opts := GenerateOptions{MaxTokens: 12, IgnoreEOS: true}
+	opts := GenerateOptions{MaxTokens: 40, IgnoreEOS: true}
 	want := make([]string, len(prompts))
 	for i, p := range prompts {
 		s, _ := m.NewSession()
 		want[i], _ = genText(t, s, p, opts)
 	}
 	got := make([]string, len(prompts))
-	var wg sync.WaitGroup
+	var wg, ready sync.WaitGroup
+	ready.Add(len(prompts))
 	for i, p := range prompts {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			s, _ := m.NewSession()
+			_, err := s.Eval(m.Tokenizer().Encode(p))
+			ready.Done()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			ready.Wait() // generate together
 			var sb strings.Builder
-			if _, err := s.Generate(context.Background(), p, opts, func(x string) error { sb.WriteString(x); return nil }); err != nil {
+			if _, err := s.Generate(context.Background(), "", opts, func(x string) error { sb.WriteString(x); return nil }); err != nil {
 				t.Error(err)
 			}
 			got[i] = sb.String()
