@@ -189,3 +189,40 @@ func TestAttentionCausal(t *testing.T) {
 	}
 	near(t, "attention", out.F32(), want, 1e-5)
 }
+
+// Every row of a matmul is the same bits whether it is computed alone (generation's fused
+// path) or among many rows (the tile path), for every weight type the backend multiplies,
+// and it is close to the float64 product of the stored weights.
+func TestMulMatRowsIndependentOfBatch(t *testing.T) {
+	types := []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q8_0, quant.Q4_0, quant.Q4_1, quant.Q5_0,
+		quant.Q5_1, quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K}
+	for _, typ := range types {
+		f := newFixture(t, 2)
+		K, N, M := 512, 45, 6
+		w, wv := f.weight(typ, K, N)
+		x, xv := f.weight(quant.F32, K, M)
+		all := f.ctx.MulMat(w, x)
+		var one []*graph.Tensor
+		for m := 0; m < M; m++ {
+			one = append(one, f.ctx.MulMat(w, f.ctx.View2D(x, K, 1, 4*K, m*K*4)))
+		}
+		f.run(append([]*graph.Tensor{all}, one...)...)
+		for m := 0; m < M; m++ {
+			got := one[m].F32()
+			for n := 0; n < N; n++ {
+				if b := all.F32()[m*N+n]; got[n] != b {
+					t.Fatalf("%v: row %d col %d: alone %v, in a batch of %d %v", typ, m, n, got[n], M, b)
+				}
+				var s, abs float64
+				for k := 0; k < K; k++ {
+					p := float64(wv[n*K+k]) * float64(xv[m*K+k])
+					s += p
+					abs += math.Abs(p)
+				}
+				if d := math.Abs(float64(got[n]) - s); d > 1e-5*abs {
+					t.Fatalf("%v: row %d col %d: %v, float64 %v", typ, m, n, got[n], s)
+				}
+			}
+		}
+	}
+}
