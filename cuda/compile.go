@@ -22,6 +22,7 @@ type op struct {
 	res    *graph.Tensor
 	act    int
 	second *graph.Tensor // store_kv: a second store of the same rows fused in
+	ln     *graph.Tensor // mul_mat: the layer norm of its (single-row) input, computed in the kernel
 	// attention: the K and V rows to store into the caches first (a fused store_kv pair)
 	storeK, storeV *graph.Tensor
 }
@@ -34,6 +35,9 @@ var chunkAlign = map[quant.Type]int{
 
 // mvsBytes is the longest weight row the staged mat-vec kernels take (MVS_BYTES).
 const mvsBytes = 3456
+
+// lnMaxK is the longest row mvsln normalizes (LN_MAXE * 256).
+const lnMaxK = 2048
 
 // matVecMaxRows is the most activation rows the mat-vec kernels take (MV_MAXM in kernels.cu).
 const matVecMaxRows = 8
@@ -85,6 +89,21 @@ func (b *Backend) compile(g *graph.Graph) (*program, error) {
 	}
 
 	skip := map[*graph.Tensor]bool{}
+	// A layer norm of one row read only by one mat-vec product (a decode step's, not the
+	// vocabulary-wide output layer's) is computed by the blocks of that product (mvsln).
+	lnOf := map[*graph.Tensor]*graph.Tensor{}
+	for _, n := range g.Nodes {
+		if n.Op != graph.OpMulMat || n.Src[1].Op != graph.OpLayerNorm {
+			continue
+		}
+		w, l := n.Src[0], n.Src[1]
+		K, N := w.Ne[0], w.Ne[1]
+		if sole(l) == n && l.NRows() == 1 && N <= 4096 && K%32 == 0 && K <= lnMaxK && typeSuffix[w.Type] != "" &&
+			w.Nb[1] <= mvsBytes && w.Nb[1]%chunkAlign[w.Type] == 0 && l.Src[0].Ne[0] == K && !skip[l] {
+			lnOf[n] = l
+			skip[l] = true
+		}
+	}
 	var ops []op
 	for i, n := range g.Nodes {
 		if skip[n] || n.Op == graph.OpView {
@@ -107,6 +126,10 @@ func (b *Backend) compile(g *graph.Graph) (*program, error) {
 				}
 			}
 			o.ins = []*graph.Tensor{n.Src[0], n.Src[1], o.bias, o.res}
+			if l := lnOf[n]; l != nil {
+				o.ln = l
+				o.ins = []*graph.Tensor{n.Src[0], l.Src[0], l.Src[1], l.Src[2], o.bias, o.res}
+			}
 		case graph.OpStoreKV:
 			o.ins = []*graph.Tensor{n.Src[0], n.Src[1], n.Src[2]}
 		default:
@@ -339,6 +362,17 @@ func (b *Backend) emit(o op, where func(*graph.Tensor) (DevicePtr, error)) (laun
 		suf, ok := typeSuffix[w.Type]
 		if !ok {
 			return l, fmt.Errorf("cuda: mul_mat of %q: tensor type %v is not supported on the GPU", w.Name, w.Type)
+		}
+		if ln := o.ln; ln != nil {
+			N := w.Ne[1]
+			stride := (w.Nb[1] + 15) &^ 15
+			name = "mvsln_" + suf
+			a.ptr(get(w)).i32(w.Nb[1]).ptr(get(ln.Src[0])).ptr(out).i32(N).i32(w.Ne[0]).ptr(get(o.bias)).ptr(get(o.res)).
+				i32(o.act).i32(stride).ptr(get(ln.Src[1])).ptr(get(ln.Src[2])).f32(ln.FParams[0])
+			l.block = Dim3{256, 1, 1}
+			l.grid = Dim3{(N + 7) / 8, 1, 1}
+			l.shm = 8*stride + (w.Ne[0]+w.Ne[0]/8)*4
+			break
 		}
 		K, N, M := w.Ne[0], w.Ne[1], x.NRows()
 		if w.Ne[2]*w.Ne[3] != 1 {

@@ -421,6 +421,90 @@ __device__ __forceinline__ void mvs_body(const uint8_t *__restrict__ W, int wrow
 	}
 }
 
+// mvsln: mvs for one activation row that is the input of a layer norm (eps, optional lnw, lnb):
+// every block normalizes the row itself (the statistics in double, as layer_norm) into shared
+// memory while its warps' weight rows are being staged, which saves the layer norm's launch in
+// a decode step. One row per warp (R = 1), K <= LN_MAXE * 256. The normalized row is stored
+// with 4 floats of padding after every 32, so that the lanes' float4 reads of their chunks fall
+// into different banks.
+#define LN_MAXE 8
+
+__device__ __forceinline__ double block_sum(double v, double *red) {
+	int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+	for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+	if (lane == 0) red[wid] = v;
+	__syncthreads();
+	double t = 0;
+	for (int w = 0; w < nw; w++) t += red[w];
+	__syncthreads();
+	return t;
+}
+
+template <int T>
+__device__ __forceinline__ void mvsln_body(const uint8_t *__restrict__ W, int wrow, const float *__restrict__ X,
+		float *__restrict__ Y, int N, int K, const float *bias, const float *res, int act, int wstride,
+		const float *lnw, const float *lnb, float eps) {
+	extern __shared__ __align__(16) uint8_t stage[];
+	__shared__ double red[32];
+	int tid = threadIdx.x, wid = tid >> 5, lane = tid & 31, bd = blockDim.x;
+	int n = blockIdx.x * (bd >> 5) + wid;
+	bool active = n < N;
+	uint8_t *st = stage + wid * wstride;
+	float *xs = (float *)(stage + (bd >> 5) * wstride);
+	if (active) {
+		const uint8_t *g = W + (size_t)n * wrow;
+		if ((((size_t)g | wrow) & 15) == 0) {
+			stage_copy<uint4, 8>((uint4 *)st, (const uint4 *)g, wrow >> 4, lane);
+		} else if ((((size_t)g | wrow) & 3) == 0) {
+			stage_copy<uint32_t, 16>((uint32_t *)st, (const uint32_t *)g, wrow >> 2, lane);
+		} else {
+			stage_copy<unsigned short, 16>((unsigned short *)st, (const unsigned short *)g, wrow >> 1, lane);
+		}
+	}
+	float v[LN_MAXE];
+	double s = 0;
+#pragma unroll
+	for (int i = 0; i < LN_MAXE; i++) {
+		int k = tid + i * bd;
+		v[i] = k < K ? X[k] : 0.0f;
+		s += v[i];
+	}
+	double mean = block_sum(s, red) / K, q = 0;
+#pragma unroll
+	for (int i = 0; i < LN_MAXE; i++) {
+		double d = (double)v[i] - mean;
+		if (tid + i * bd < K) q += d * d;
+	}
+	double rstd = 1.0 / sqrt(block_sum(q, red) / K + (double)eps);
+#pragma unroll
+	for (int i = 0; i < LN_MAXE; i++) {
+		int k = tid + i * bd;
+		if (k < K) {
+			float o = (float)(((double)v[i] - mean) * rstd);
+			if (lnw) o *= lnw[k];
+			if (lnb) o += lnb[k];
+			xs[k + (k >> 5) * 4] = o;
+		}
+	}
+	__syncthreads();
+	if (!active) return;
+	float acc = 0.0f;
+	for (int c = lane; c < (K >> 5); c += 32) {
+		float w[32];
+		dq32<T>(st, c, w);
+		const float4 *x = (const float4 *)(xs + 36 * c);
+		float sum = 0.0f;
+#pragma unroll
+		for (int i = 0; i < 8; i++) {
+			float4 xv = x[i];
+			sum += w[4 * i] * xv.x + w[4 * i + 1] * xv.y + w[4 * i + 2] * xv.z + w[4 * i + 3] * xv.w;
+		}
+		acc += sum;
+	}
+	acc = warp_sum(acc);
+	if (lane == 0) Y[n] = epi(acc, n, 0, bias, res, 0, act);
+}
+
 // mv1: the element-by-element form, for rows whose chunks are not aligned for wide loads.
 template <int T>
 __device__ __forceinline__ void mv1_body(const uint8_t *__restrict__ W, int wrow, const float *__restrict__ X, int ldx,
@@ -678,6 +762,11 @@ __device__ __forceinline__ void getrows_body(const uint8_t *__restrict__ table, 
 			int act, int R, int wstride) {                                                                     \
 		mvs_body<T>(W, wrow, X, ldx, Y, ldy, N, M, K, bias, res, ldres, act, R, wstride);                      \
 	}                                                                                                          \
+	extern "C" __global__ void __launch_bounds__(256) mvsln_##name(const uint8_t *W, int wrow, const float *X,  \
+			float *Y, int N, int K, const float *bias, const float *res, int act, int wstride, const float *lnw, \
+			const float *lnb, float eps) {                                                                     \
+		mvsln_body<T>(W, wrow, X, Y, N, K, bias, res, act, wstride, lnw, lnb, eps);                            \
+	}                                                                                                          \
 	extern "C" __global__ void __launch_bounds__(256) mmt_##name(const uint8_t *W, int wrow, const float *X,    \
 			int ldx, float *Y, int ldy, int N, int M, int K, const float *bias, const float *res, int ldres,      \
 			int act) {                                                                                         \
@@ -739,19 +828,6 @@ extern "C" __global__ void unary(const float *X, int ldx, float *Y, int ldy, int
 // layer_norm: one block (256 threads) per row; mean and variance accumulated in double as the
 // CPU backend does. Rows up to 8 * 256 elements are read once, into registers, with all loads
 // issued together.
-#define LN_MAXE 8
-
-__device__ __forceinline__ double block_sum(double v, double *red) {
-	int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
-	for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-	if (lane == 0) red[wid] = v;
-	__syncthreads();
-	double t = 0;
-	for (int w = 0; w < nw; w++) t += red[w];
-	__syncthreads();
-	return t;
-}
-
 extern "C" __global__ void __launch_bounds__(256) layer_norm(const float *X, int ldx, float *Y, int ldy, int K,
 		const float *w, const float *b, float eps) {
 	__shared__ double red[32];

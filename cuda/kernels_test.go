@@ -308,6 +308,27 @@ func TestMulMatLayerNorm(t *testing.T) {
 	}
 }
 
+// The decode shape: one row of 768 normalized inside the mat-vec kernel (mvsln), F16 and Q6_K
+// weights, with the bias + GELU epilogue.
+func TestMulMatLayerNormDecode(t *testing.T) {
+	g := gpu(t)
+	const K, N = 768, 300
+	rng := rand.New(rand.NewPCG(8, 9))
+	lw, lb, bias := randF32(rng, K, 1), randF32(rng, K, 1), randF32(rng, N, 1)
+	x := randF32(rng, K, 3)
+	for _, typ := range []quant.Type{quant.F16, quant.Q6_K, quant.Q5_0} {
+		w := quantized(t, rng, typ, K, N)
+		t.Run(typ.String(), func(t *testing.T) {
+			compare(t, g, 2e-5, func(e *env) *graph.Tensor {
+				h := e.ctx.LayerNorm(e.inputF32("x", x, K, 1), e.weight("lw", quant.F32, quant.F32Bytes(lw), K),
+					e.weight("lb", quant.F32, quant.F32Bytes(lb), K), 1e-5)
+				y := e.ctx.Add(e.ctx.MulMat(e.weight("w", typ, w, K, N), h), e.weight("b", quant.F32, quant.F32Bytes(bias), N))
+				return e.ctx.GELU(y)
+			})
+		})
+	}
+}
+
 // Vocabulary-sized outputs: each warp stages four rows.
 func TestMulMatLong(t *testing.T) {
 	g := gpu(t)
