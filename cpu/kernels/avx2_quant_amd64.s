@@ -1,0 +1,461 @@
+//go:build !purego
+
+#include "textflag.h"
+
+// The AVX2 tier's dequantizers and fused dequantize-and-dot 1x4 kernels (256-bit registers,
+// no AVX-512). Values are formed exactly as package quant's generic code forms them: an
+// integer converted exactly, times the block's float32 scale, minus its float32 offset where
+// the format has one, with no fused multiply-add (bit-exact). Block scales are read through
+// quant's half-to-float table (tab), as the AVX-512 tier does.
+//
+// The fused kernels keep each row's 16 lanes in two registers, lanes 0-7 (elements i with
+// i mod 16 < 8) and 8-15, and feed every weight vector of 8 values into its half with one
+// fused multiply-add, in element order; REDUCE8x2 then sums them with the package's tree.
+// So they are bit-identical to dequantizing into a tile and running Dot1x4, on AVX2 as on
+// AVX-512. Accumulators: Y0/Y1 (row 0), Y2/Y3, Y4/Y5, Y6/Y7 (row 3); the rows are at DI,
+// R8, R9, R10, x at SI.
+
+// 16 in every lane (Q5_K's fifth bit) and 8 (Q4_0's offset).
+DATA a2c16<>+0(SB)/4, $16
+DATA a2c16<>+4(SB)/4, $16
+DATA a2c16<>+8(SB)/4, $16
+DATA a2c16<>+12(SB)/4, $16
+DATA a2c16<>+16(SB)/4, $16
+DATA a2c16<>+20(SB)/4, $16
+DATA a2c16<>+24(SB)/4, $16
+DATA a2c16<>+28(SB)/4, $16
+GLOBL a2c16<>(SB), RODATA|NOPTR, $32
+
+DATA a2c8<>+0(SB)/4, $8
+DATA a2c8<>+4(SB)/4, $8
+DATA a2c8<>+8(SB)/4, $8
+DATA a2c8<>+12(SB)/4, $8
+DATA a2c8<>+16(SB)/4, $8
+DATA a2c8<>+20(SB)/4, $8
+DATA a2c8<>+24(SB)/4, $8
+DATA a2c8<>+28(SB)/4, $8
+GLOBL a2c8<>(SB), RODATA|NOPTR, $32
+
+// BCASTD(v, X, Y): the 32-bit constant v in every lane of Y (uses AX).
+#define BCASTD(v, X, Y) \
+	MOVL         $v, AX ; \
+	VMOVD        AX, X ; \
+	VPBROADCASTD X, Y
+
+// REDUCE8x2 sums 16 lanes held in two registers (lanes 0-7 in YL, 8-15 in YH) into the low
+// lane of XL with the package's tree (as in dot_amd64.s).
+#define REDUCE8x2(YL, XL, YH, TX) \
+	VADDPS       YH, YL, YL ; \
+	VEXTRACTF128 $1, YL, TX ; \
+	VADDPS       TX, XL, XL ; \
+	VMOVHLPS     XL, XL, TX ; \
+	VADDPS       TX, XL, XL ; \
+	VMOVSHDUP    XL, TX ; \
+	VADDSS       TX, XL, XL
+
+#define ZERO8 \
+	VXORPS Y0, Y0, Y0 ; \
+	VXORPS Y1, Y1, Y1 ; \
+	VXORPS Y2, Y2, Y2 ; \
+	VXORPS Y3, Y3, Y3 ; \
+	VXORPS Y4, Y4, Y4 ; \
+	VXORPS Y5, Y5, Y5 ; \
+	VXORPS Y6, Y6, Y6 ; \
+	VXORPS Y7, Y7, Y7
+
+#define STORE4x2(out) \
+	MOVQ out, DI ; \
+	REDUCE8x2(Y0, X0, Y1, X8) ; \
+	REDUCE8x2(Y2, X2, Y3, X8) ; \
+	REDUCE8x2(Y4, X4, Y5, X8) ; \
+	REDUCE8x2(Y6, X6, Y7, X8) ; \
+	MOVSS X0, (DI) ; \
+	MOVSS X2, 4(DI) ; \
+	MOVSS X4, 8(DI) ; \
+	MOVSS X6, 12(DI)
+
+// ROWS4(ws): DI = w, R8, R9, R10 the next three rows ws bytes apart.
+#define ROWS4(ws) \
+	LEAQ (DI)(ws*1), R8 ; \
+	LEAQ (R8)(ws*1), R9 ; \
+	LEAQ (R9)(ws*1), R10
+
+// KSCALES(p, SC, XA, YA, XB, YB, YC): the Q4_K/Q5_K super-block at p's eight sub-block scales
+// d*sc[s] (float32) at SC(SP) and offsets dmin*m[s] at SC+32(SP), the 6-bit fields unpacked
+// as ggml's utmp trick does. Uses AX, BX, R11-R13 and three vector registers.
+#define KSCALES(p, SC, XA, YA, XB, YB, YC) \
+	MOVL         4(p), R11 ; \
+	MOVL         8(p), R12 ; \
+	MOVL         12(p), R13 ; \
+	MOVL         R13, AX ; \
+	SHRL         $4, AX ; \
+	ANDL         $0x0f0f0f0f, AX ; \
+	MOVL         R12, BX ; \
+	SHRL         $6, BX ; \
+	ANDL         $0x03030303, BX ; \
+	SHLL         $4, BX ; \
+	ORL          BX, AX ; \
+	MOVL         R12, BX ; \
+	ANDL         $0x3f3f3f3f, BX ; \
+	ANDL         $0x0f0f0f0f, R13 ; \
+	MOVL         R11, R12 ; \
+	SHRL         $6, R12 ; \
+	ANDL         $0x03030303, R12 ; \
+	SHLL         $4, R12 ; \
+	ORL          R12, R13 ; \
+	ANDL         $0x3f3f3f3f, R11 ; \
+	VMOVD        R11, XA ; \
+	VPINSRD      $1, R13, XA, XA ; \
+	VPINSRD      $2, BX, XA, XA ; \
+	VPINSRD      $3, AX, XA, XA ; \
+	VPMOVZXBD    XA, YB ; \
+	VPSHUFD      $0xee, XA, XA ; \
+	VPMOVZXBD    XA, YA ; \
+	VCVTDQ2PS    YB, YB ; \
+	VCVTDQ2PS    YA, YA ; \
+	MOVWLZX      (p), R11 ; \
+	VBROADCASTSS (DX)(R11*4), YC ; \
+	VMULPS       YC, YB, YB ; \
+	MOVWLZX      2(p), R11 ; \
+	VBROADCASTSS (DX)(R11*4), YC ; \
+	VMULPS       YC, YA, YA ; \
+	VMOVUPS      YB, SC(SP) ; \
+	VMOVUPS      YA, SC+32(SP)
+
+// ---------------------------------------------------------------------------------------
+// Dequantizers.
+
+// func dequantQ8_0AVX2(dst *float32, src *byte, nb uintptr, tab *float32)
+TEXT ·dequantQ8_0AVX2(SB), NOSPLIT, $0-32
+	MOVQ  dst+0(FP), DI
+	MOVQ  src+8(FP), SI
+	MOVQ  nb+16(FP), CX
+	MOVQ  tab+24(FP), DX
+	TESTQ CX, CX
+	JZ    dq8done
+
+dq8loop:
+	MOVWLZX      (SI), AX
+	VBROADCASTSS (DX)(AX*4), Y8
+	VPMOVSXBD    2(SI), Y0
+	VPMOVSXBD    10(SI), Y1
+	VPMOVSXBD    18(SI), Y2
+	VPMOVSXBD    26(SI), Y3
+	VCVTDQ2PS    Y0, Y0
+	VCVTDQ2PS    Y1, Y1
+	VCVTDQ2PS    Y2, Y2
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y8, Y0, Y0
+	VMULPS       Y8, Y1, Y1
+	VMULPS       Y8, Y2, Y2
+	VMULPS       Y8, Y3, Y3
+	VMOVUPS      Y0, (DI)
+	VMOVUPS      Y1, 32(DI)
+	VMOVUPS      Y2, 64(DI)
+	VMOVUPS      Y3, 96(DI)
+	ADDQ         $34, SI
+	ADDQ         $128, DI
+	DECQ         CX
+	JNZ          dq8loop
+
+dq8done:
+	VZEROUPPER
+	RET
+
+// func dequantQ4_0AVX2(dst *float32, src *byte, nb uintptr, tab *float32)
+// Value j < 16 of a block: (b[2+j]&15 - 8)*d; value j+16: (b[2+j]>>4 - 8)*d.
+TEXT ·dequantQ4_0AVX2(SB), NOSPLIT, $0-32
+	MOVQ  dst+0(FP), DI
+	MOVQ  src+8(FP), SI
+	MOVQ  nb+16(FP), CX
+	MOVQ  tab+24(FP), DX
+	BCASTD(15, X15, Y15)
+	BCASTD(8, X14, Y14)
+	TESTQ CX, CX
+	JZ    dq4done
+
+dq4loop:
+	MOVWLZX      (SI), AX
+	VBROADCASTSS (DX)(AX*4), Y8
+	VPMOVZXBD    2(SI), Y0
+	VPMOVZXBD    10(SI), Y1
+	VPSRLD       $4, Y0, Y2
+	VPSRLD       $4, Y1, Y3
+	VPAND        Y15, Y0, Y0
+	VPAND        Y15, Y1, Y1
+	VPSUBD       Y14, Y0, Y0
+	VPSUBD       Y14, Y1, Y1
+	VPSUBD       Y14, Y2, Y2
+	VPSUBD       Y14, Y3, Y3
+	VCVTDQ2PS    Y0, Y0
+	VCVTDQ2PS    Y1, Y1
+	VCVTDQ2PS    Y2, Y2
+	VCVTDQ2PS    Y3, Y3
+	VMULPS       Y8, Y0, Y0
+	VMULPS       Y8, Y1, Y1
+	VMULPS       Y8, Y2, Y2
+	VMULPS       Y8, Y3, Y3
+	VMOVUPS      Y0, (DI)
+	VMOVUPS      Y1, 32(DI)
+	VMOVUPS      Y2, 64(DI)
+	VMOVUPS      Y3, 96(DI)
+	ADDQ         $18, SI
+	ADDQ         $128, DI
+	DECQ         CX
+	JNZ          dq4loop
+
+dq4done:
+	VZEROUPPER
+	RET
+
+// DQ4KCHUNK(Q, SC, OFF): chunk c of a Q4_K super-block at SI: 64 values from the 32 qs bytes
+// at Q(SI), low nibbles (sub-block 2c, scale SC(SP), offset SC+32(SP)) to OFF(DI), high
+// nibbles (sub-block 2c+1) to OFF+128(DI): float32(d1*q) - m1.
+#define DQ4KCHUNK(Q, SC, OFF) \
+	VBROADCASTSS SC(SP), Y10 ; \
+	VBROADCASTSS SC+32(SP), Y11 ; \
+	VBROADCASTSS SC+4(SP), Y12 ; \
+	VBROADCASTSS SC+36(SP), Y13 ; \
+	VPMOVZXBD    Q(SI), Y0 ; \
+	VPMOVZXBD    Q+8(SI), Y1 ; \
+	VPMOVZXBD    Q+16(SI), Y2 ; \
+	VPMOVZXBD    Q+24(SI), Y3 ; \
+	VPSRLD       $4, Y0, Y4 ; \
+	VPSRLD       $4, Y1, Y5 ; \
+	VPSRLD       $4, Y2, Y6 ; \
+	VPSRLD       $4, Y3, Y7 ; \
+	VPAND        Y15, Y0, Y0 ; \
+	VPAND        Y15, Y1, Y1 ; \
+	VPAND        Y15, Y2, Y2 ; \
+	VPAND        Y15, Y3, Y3 ; \
+	VCVTDQ2PS    Y0, Y0 ; \
+	VCVTDQ2PS    Y1, Y1 ; \
+	VCVTDQ2PS    Y2, Y2 ; \
+	VCVTDQ2PS    Y3, Y3 ; \
+	VCVTDQ2PS    Y4, Y4 ; \
+	VCVTDQ2PS    Y5, Y5 ; \
+	VCVTDQ2PS    Y6, Y6 ; \
+	VCVTDQ2PS    Y7, Y7 ; \
+	VMULPS       Y10, Y0, Y0 ; \
+	VMULPS       Y10, Y1, Y1 ; \
+	VMULPS       Y10, Y2, Y2 ; \
+	VMULPS       Y10, Y3, Y3 ; \
+	VMULPS       Y12, Y4, Y4 ; \
+	VMULPS       Y12, Y5, Y5 ; \
+	VMULPS       Y12, Y6, Y6 ; \
+	VMULPS       Y12, Y7, Y7 ; \
+	VSUBPS       Y11, Y0, Y0 ; \
+	VSUBPS       Y11, Y1, Y1 ; \
+	VSUBPS       Y11, Y2, Y2 ; \
+	VSUBPS       Y11, Y3, Y3 ; \
+	VSUBPS       Y13, Y4, Y4 ; \
+	VSUBPS       Y13, Y5, Y5 ; \
+	VSUBPS       Y13, Y6, Y6 ; \
+	VSUBPS       Y13, Y7, Y7 ; \
+	VMOVUPS      Y0, OFF(DI) ; \
+	VMOVUPS      Y1, OFF+32(DI) ; \
+	VMOVUPS      Y2, OFF+64(DI) ; \
+	VMOVUPS      Y3, OFF+96(DI) ; \
+	VMOVUPS      Y4, OFF+128(DI) ; \
+	VMOVUPS      Y5, OFF+160(DI) ; \
+	VMOVUPS      Y6, OFF+192(DI) ; \
+	VMOVUPS      Y7, OFF+224(DI)
+
+// func dequantQ4_KAVX2(dst *float32, src *byte, nb uintptr, tab *float32)
+// nb super-blocks (d dmin scales[12] qs[128]) of 256 values.
+TEXT ·dequantQ4_KAVX2(SB), NOSPLIT, $64-32
+	MOVQ  dst+0(FP), DI
+	MOVQ  src+8(FP), SI
+	MOVQ  nb+16(FP), CX
+	MOVQ  tab+24(FP), DX
+	BCASTD(15, X15, Y15)
+	TESTQ CX, CX
+	JZ    dq4kdone
+
+dq4kloop:
+	KSCALES(SI, 0, X8, Y8, X9, Y9, Y10)
+	DQ4KCHUNK(16, 0, 0)
+	DQ4KCHUNK(48, 8, 256)
+	DQ4KCHUNK(80, 16, 512)
+	DQ4KCHUNK(112, 24, 768)
+	ADDQ  $144, SI
+	ADDQ  $1024, DI
+	DECQ  CX
+	JNZ   dq4kloop
+
+dq4kdone:
+	VZEROUPPER
+	RET
+
+// DQ5KHALF(Q, SC, OFF, NOP, NSRC): 32 values of a Q5_K super-block at SI: the nibbles of the
+// qs bytes at Q(SI) (NOP NSRC: VPAND Y15 for the low ones, VPSRLD $4 for the high ones), each
+// or'ed with the bit of qh[l] at position 4 of Y8-Y11 (then shifted right for the next
+// sub-block), times the scale SC(SP) minus the offset SC+32(SP), to OFF(DI).
+#define DQ5KHALF(Q, SC, OFF, NOP, NSRC) \
+	VBROADCASTSS SC(SP), Y12 ; \
+	VBROADCASTSS SC+32(SP), Y13 ; \
+	VPMOVZXBD    Q(SI), Y0 ; \
+	VPMOVZXBD    Q+8(SI), Y1 ; \
+	VPMOVZXBD    Q+16(SI), Y2 ; \
+	VPMOVZXBD    Q+24(SI), Y3 ; \
+	NOP          NSRC, Y0, Y0 ; \
+	NOP          NSRC, Y1, Y1 ; \
+	NOP          NSRC, Y2, Y2 ; \
+	NOP          NSRC, Y3, Y3 ; \
+	VPAND        Y14, Y8, Y4 ; \
+	VPAND        Y14, Y9, Y5 ; \
+	VPAND        Y14, Y10, Y6 ; \
+	VPAND        Y14, Y11, Y7 ; \
+	VPOR         Y4, Y0, Y0 ; \
+	VPOR         Y5, Y1, Y1 ; \
+	VPOR         Y6, Y2, Y2 ; \
+	VPOR         Y7, Y3, Y3 ; \
+	VPSRLD       $1, Y8, Y8 ; \
+	VPSRLD       $1, Y9, Y9 ; \
+	VPSRLD       $1, Y10, Y10 ; \
+	VPSRLD       $1, Y11, Y11 ; \
+	VCVTDQ2PS    Y0, Y0 ; \
+	VCVTDQ2PS    Y1, Y1 ; \
+	VCVTDQ2PS    Y2, Y2 ; \
+	VCVTDQ2PS    Y3, Y3 ; \
+	VMULPS       Y12, Y0, Y0 ; \
+	VMULPS       Y12, Y1, Y1 ; \
+	VMULPS       Y12, Y2, Y2 ; \
+	VMULPS       Y12, Y3, Y3 ; \
+	VSUBPS       Y13, Y0, Y0 ; \
+	VSUBPS       Y13, Y1, Y1 ; \
+	VSUBPS       Y13, Y2, Y2 ; \
+	VSUBPS       Y13, Y3, Y3 ; \
+	VMOVUPS      Y0, OFF(DI) ; \
+	VMOVUPS      Y1, OFF+32(DI) ; \
+	VMOVUPS      Y2, OFF+64(DI) ; \
+	VMOVUPS      Y3, OFF+96(DI)
+
+// func dequantQ5_KAVX2(dst *float32, src *byte, nb uintptr, tab *float32)
+// nb super-blocks (d dmin scales[12] qh[32] qs[128]) of 256 values; value l of chunk c has
+// bit 2c of qh[l] as its fifth bit (low nibble), bit 2c+1 for value 32+l (high nibble).
+TEXT ·dequantQ5_KAVX2(SB), NOSPLIT, $64-32
+	MOVQ  dst+0(FP), DI
+	MOVQ  src+8(FP), SI
+	MOVQ  nb+16(FP), CX
+	MOVQ  tab+24(FP), DX
+	BCASTD(15, X15, Y15)
+	BCASTD(16, X14, Y14)
+	TESTQ CX, CX
+	JZ    dq5kdone
+
+dq5kloop:
+	KSCALES(SI, 0, X8, Y8, X9, Y9, Y10)
+	VPMOVZXBD 16(SI), Y8
+	VPMOVZXBD 24(SI), Y9
+	VPMOVZXBD 32(SI), Y10
+	VPMOVZXBD 40(SI), Y11
+	VPSLLD    $4, Y8, Y8
+	VPSLLD    $4, Y9, Y9
+	VPSLLD    $4, Y10, Y10
+	VPSLLD    $4, Y11, Y11
+	DQ5KHALF(48, 0, 0, VPAND, Y15)
+	DQ5KHALF(48, 4, 128, VPSRLD, $4)
+	DQ5KHALF(80, 8, 256, VPAND, Y15)
+	DQ5KHALF(80, 12, 384, VPSRLD, $4)
+	DQ5KHALF(112, 16, 512, VPAND, Y15)
+	DQ5KHALF(112, 20, 640, VPSRLD, $4)
+	DQ5KHALF(144, 24, 768, VPAND, Y15)
+	DQ5KHALF(144, 28, 896, VPSRLD, $4)
+	ADDQ      $176, SI
+	ADDQ      $1024, DI
+	DECQ      CX
+	JNZ       dq5kloop
+
+dq5kdone:
+	VZEROUPPER
+	RET
+
+// DQ6KGROUP(QL, QH, SC, OFF): 8 positions l of a Q6_K half: q1 = ql[l]&15 | (qh[l]&3)<<4 to
+// OFF(DI), q2 = ql[l+32]&15 | (qh[l]>>2&3)<<4 to OFF+128, q3 = ql[l]>>4 | (qh[l]>>4&3)<<4 to
+// OFF+256, q4 = ql[l+32]>>4 | (qh[l]>>6)<<4 to OFF+384, each (q-32) times its scale (SC(SP),
+// SC+8, SC+16, SC+24). Constants: Y15 = 15, Y14 = 48, Y13 = 32.
+#define DQ6KGROUP(QL, QH, SC, OFF) \
+	VPMOVZXBD    QL(SI), Y0 ; \
+	VPMOVZXBD    QL+32(SI), Y1 ; \
+	VPMOVZXBD    QH(SI), Y2 ; \
+	VPSRLD       $4, Y0, Y4 ; \
+	VPSRLD       $4, Y1, Y5 ; \
+	VPAND        Y15, Y0, Y0 ; \
+	VPAND        Y15, Y1, Y1 ; \
+	VPSLLD       $4, Y2, Y6 ; \
+	VPAND        Y14, Y6, Y6 ; \
+	VPOR         Y6, Y0, Y0 ; \
+	VPSLLD       $2, Y2, Y6 ; \
+	VPAND        Y14, Y6, Y6 ; \
+	VPOR         Y6, Y1, Y1 ; \
+	VPAND        Y14, Y2, Y6 ; \
+	VPOR         Y6, Y4, Y4 ; \
+	VPSRLD       $2, Y2, Y6 ; \
+	VPAND        Y14, Y6, Y6 ; \
+	VPOR         Y6, Y5, Y5 ; \
+	VPSUBD       Y13, Y0, Y0 ; \
+	VPSUBD       Y13, Y1, Y1 ; \
+	VPSUBD       Y13, Y4, Y4 ; \
+	VPSUBD       Y13, Y5, Y5 ; \
+	VCVTDQ2PS    Y0, Y0 ; \
+	VCVTDQ2PS    Y1, Y1 ; \
+	VCVTDQ2PS    Y4, Y4 ; \
+	VCVTDQ2PS    Y5, Y5 ; \
+	VBROADCASTSS SC(SP), Y8 ; \
+	VBROADCASTSS SC+8(SP), Y9 ; \
+	VBROADCASTSS SC+16(SP), Y10 ; \
+	VBROADCASTSS SC+24(SP), Y11 ; \
+	VMULPS       Y8, Y0, Y0 ; \
+	VMULPS       Y9, Y1, Y1 ; \
+	VMULPS       Y10, Y4, Y4 ; \
+	VMULPS       Y11, Y5, Y5 ; \
+	VMOVUPS      Y0, OFF(DI) ; \
+	VMOVUPS      Y1, OFF+128(DI) ; \
+	VMOVUPS      Y4, OFF+256(DI) ; \
+	VMOVUPS      Y5, OFF+384(DI)
+
+// Q6SCALES(p, SC): the Q6_K super-block at p's 16 scales d*scales[i] as float32 at SC(SP).
+#define Q6SCALES(p, SC) \
+	MOVWLZX      208(p), R11 ; \
+	VBROADCASTSS (DX)(R11*4), Y10 ; \
+	VPMOVSXBD    192(p), Y8 ; \
+	VPMOVSXBD    200(p), Y9 ; \
+	VCVTDQ2PS    Y8, Y8 ; \
+	VCVTDQ2PS    Y9, Y9 ; \
+	VMULPS       Y10, Y8, Y8 ; \
+	VMULPS       Y10, Y9, Y9 ; \
+	VMOVUPS      Y8, SC(SP) ; \
+	VMOVUPS      Y9, SC+32(SP)
+
+// func dequantQ6_KAVX2(dst *float32, src *byte, nb uintptr, tab *float32)
+// nb super-blocks (ql[128] qh[64] scales[16] d) of 256 values.
+TEXT ·dequantQ6_KAVX2(SB), NOSPLIT, $64-32
+	MOVQ  dst+0(FP), DI
+	MOVQ  src+8(FP), SI
+	MOVQ  nb+16(FP), CX
+	MOVQ  tab+24(FP), DX
+	BCASTD(15, X15, Y15)
+	BCASTD(48, X14, Y14)
+	BCASTD(32, X13, Y13)
+	TESTQ CX, CX
+	JZ    dq6kdone
+
+dq6kloop:
+	Q6SCALES(SI, 0)
+	DQ6KGROUP(0, 128, 0, 0)
+	DQ6KGROUP(8, 136, 0, 32)
+	DQ6KGROUP(16, 144, 4, 64)
+	DQ6KGROUP(24, 152, 4, 96)
+	DQ6KGROUP(64, 160, 32, 512)
+	DQ6KGROUP(72, 168, 32, 544)
+	DQ6KGROUP(80, 176, 36, 576)
+	DQ6KGROUP(88, 184, 36, 608)
+	ADDQ  $210, SI
+	ADDQ  $1024, DI
+	DECQ  CX
+	JNZ   dq6kloop
+
+dq6kdone:
+	VZEROUPPER
+	RET

@@ -1,0 +1,126 @@
+package kernels
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gorun-dev/gorun/quant"
+)
+
+// Extra checks for the SIMD tiers' quantized kernels with rows of random bytes (every nibble,
+// high bit and 6-bit scale pattern, not only what the quantizers produce), block scales kept
+// finite.
+
+// randRow returns nb blocks of type t filled with random bytes whose half-precision scales are
+// finite.
+func randRow(rng *rand.Rand, t quant.Type, n int) []byte {
+	rs, _ := t.RowSize(int64(n))
+	row := make([]byte, rs)
+	for i := range row {
+		row[i] = byte(rng.Uint32())
+	}
+	var size int
+	var halves []int
+	switch t {
+	case quant.F16:
+		size = 2
+		halves = []int{0}
+	case quant.Q8_0:
+		size, halves = quant.SizeQ8_0, []int{0}
+	case quant.Q4_0:
+		size, halves = quant.SizeQ4_0, []int{0}
+	case quant.Q4_K:
+		size, halves = quant.SizeQ4_K, []int{0, 2}
+	case quant.Q5_K:
+		size, halves = quant.SizeQ5_K, []int{0, 2}
+	case quant.Q6_K:
+		size, halves = quant.SizeQ6_K, []int{208}
+	}
+	for b := 0; b+size <= len(row); b += size {
+		for _, h := range halves {
+			row[b+h+1] &^= 0x40 // exponent < 16: finite
+		}
+	}
+	return row
+}
+
+var quantTypes = []quant.Type{quant.F16, quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q5_K, quant.Q6_K}
+
+func TestDequantizeRandomBytes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 8))
+	forEachTier(t, func(t *testing.T, tier Tier) {
+		for _, typ := range quantTypes {
+			f, _ := quant.FormatOf(typ)
+			for _, n := range []int{256, 512, 2816} {
+				row := randRow(rng, typ, n)
+				want := make([]float32, n)
+				f.Dequantize(want, row)
+				got := make([]float32, n)
+				Dequantizer(typ)(got, row)
+				for i := range want {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("%v n=%d: value %d: got %v, want %v", typ, n, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	})
+}
+
+// The fused kernels equal the tile path on random bytes, and AVX2 equals AVX-512 exactly.
+func TestMatVec4RandomBytes(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	type result struct {
+		tier Tier
+		typ  quant.Type
+		k    int
+		out  [4]float32
+	}
+	var results []result
+	cases := map[quant.Type][][]byte{}
+	xs := map[int][]float32{}
+	ks := []int{256, 1024, 2816}
+	for _, k := range ks {
+		xs[k] = randVec(rng, k)
+	}
+	forEachTier(t, func(t *testing.T, tier Tier) {
+		for _, typ := range quantTypes {
+			mv := MatVec4(typ)
+			if mv == nil {
+				continue
+			}
+			for ki, k := range ks {
+				rs, _ := typ.RowSize(int64(k))
+				ws := int(rs) + 5
+				if len(cases[typ]) <= ki {
+					w := make([]byte, 3*ws+int(rs))
+					for j := 0; j < 4; j++ {
+						copy(w[j*ws:], randRow(rng, typ, k))
+					}
+					cases[typ] = append(cases[typ], w)
+				}
+				w := cases[typ][ki]
+				tile := make([]float32, 4*k)
+				for j := 0; j < 4; j++ {
+					Dequantizer(typ)(tile[j*k:(j+1)*k], w[j*ws:j*ws+int(rs)])
+				}
+				x := xs[k]
+				var want, got [4]float32
+				Dot1x4(x, tile, k, &want)
+				mv(x, w, ws, &got)
+				if got != want {
+					t.Fatalf("%v k=%d: fused %v, tile %v", typ, k, got, want)
+				}
+				results = append(results, result{tier, typ, k, got})
+			}
+		}
+	})
+	for _, a := range results {
+		for _, b := range results {
+			if a.tier != Generic && b.tier != Generic && a.typ == b.typ && a.k == b.k && a.out != b.out {
+				t.Fatalf("%v k=%d: %v %v, %v %v", a.typ, a.k, a.tier, a.out, b.tier, b.out)
+			}
+		}
+	}
+}
