@@ -17,6 +17,19 @@ func useAVX2() {
 	dequant[quant.Q4_K] = blocksTabAVX2(dequantQ4_KAVX2, 256, quant.SizeQ4_K)
 	dequant[quant.Q5_K] = blocksTabAVX2(dequantQ5_KAVX2, 256, quant.SizeQ5_K)
 	dequant[quant.Q6_K] = blocksTabAVX2(dequantQ6_KAVX2, 256, quant.SizeQ6_K)
+	matVec4[quant.F16] = func(x []float32, w []byte, ws int, out *[4]float32) {
+		n := len(x) &^ 15
+		checkRows(w, ws, 2*len(x))
+		matvecF16x4AVX2(&x[0], &w[0], uintptr(ws), uintptr(n), out)
+		if n < len(x) {
+			tailRows(out, x, w, ws, n, quant.F16)
+		}
+	}
+	matVec4[quant.Q8_0] = matVecBlocksAVX2(matvecQ8_0x4AVX2, 32, quant.SizeQ8_0)
+	matVec4[quant.Q4_0] = matVecBlocksAVX2(matvecQ4_0x4AVX2, 32, quant.SizeQ4_0)
+	matVec4[quant.Q4_K] = matVecBlocksAVX2(matvecQ4_Kx4AVX2, 256, quant.SizeQ4_K)
+	matVec4[quant.Q5_K] = matVecBlocksAVX2(matvecQ5_Kx4AVX2, 256, quant.SizeQ5_K)
+	matVec4[quant.Q6_K] = matVecBlocksAVX2(matvecQ6_Kx4AVX2, 256, quant.SizeQ6_K)
 }
 
 // Assembly kernels of the AVX2 tier (avx2_*_amd64.s). The dequantizers take whole blocks and
@@ -46,5 +59,32 @@ func blocksTabAVX2(kern func(dst *float32, src *byte, nb uintptr, tab *float32),
 		}
 		_ = src[nb*size-1]
 		kern(&dst[0], &src[0], uintptr(nb), f16Tab)
+	}
+}
+
+//go:noescape
+func matvecF16x4AVX2(x *float32, w *byte, ws, n uintptr, out *[4]float32)
+
+//go:noescape
+func matvecQ8_0x4AVX2(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32)
+
+//go:noescape
+func matvecQ4_0x4AVX2(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32)
+
+//go:noescape
+func matvecQ4_Kx4AVX2(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32)
+
+//go:noescape
+func matvecQ5_Kx4AVX2(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32)
+
+//go:noescape
+func matvecQ6_Kx4AVX2(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32)
+
+// matVecBlocksAVX2 wraps a fused kernel over rows of whole blocks of bs values, size bytes.
+func matVecBlocksAVX2(kern func(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32), bs, size int) func(x []float32, w []byte, ws int, out *[4]float32) {
+	return func(x []float32, w []byte, ws int, out *[4]float32) {
+		nb := len(x) / bs
+		checkRows(w, ws, nb*size)
+		kern(&x[0], &w[0], uintptr(ws), uintptr(nb), out, f16Tab)
 	}
 }

@@ -459,3 +459,380 @@ dq6kloop:
 dq6kdone:
 	VZEROUPPER
 	RET
+
+// ---------------------------------------------------------------------------------------
+// Fused dequantize-and-dot, one activation row x with four weight rows ws bytes apart.
+
+// func matvecF16x4AVX2(x *float32, w *byte, ws, n uintptr, out *[4]float32) // n multiple of 16
+TEXT ·matvecF16x4AVX2(SB), NOSPLIT, $0-40
+	MOVQ  x+0(FP), SI
+	MOVQ  w+8(FP), DI
+	MOVQ  ws+16(FP), DX
+	MOVQ  n+24(FP), CX
+	ROWS4(DX)
+	ZERO8
+	SHRQ  $4, CX
+	XORQ  AX, AX             // w byte offset; x offset is 2*AX
+	TESTQ CX, CX
+	JZ    f16x4a2done
+
+f16x4a2loop:
+	VMOVUPS     (SI)(AX*2), Y8
+	VMOVUPS     32(SI)(AX*2), Y9
+	VCVTPH2PS   (DI)(AX*1), Y10
+	VCVTPH2PS   16(DI)(AX*1), Y11
+	VCVTPH2PS   (R8)(AX*1), Y12
+	VCVTPH2PS   16(R8)(AX*1), Y13
+	VFMADD231PS Y8, Y10, Y0
+	VFMADD231PS Y9, Y11, Y1
+	VFMADD231PS Y8, Y12, Y2
+	VFMADD231PS Y9, Y13, Y3
+	VCVTPH2PS   (R9)(AX*1), Y10
+	VCVTPH2PS   16(R9)(AX*1), Y11
+	VCVTPH2PS   (R10)(AX*1), Y12
+	VCVTPH2PS   16(R10)(AX*1), Y13
+	VFMADD231PS Y8, Y10, Y4
+	VFMADD231PS Y9, Y11, Y5
+	VFMADD231PS Y8, Y12, Y6
+	VFMADD231PS Y9, Y13, Y7
+	ADDQ        $32, AX
+	DECQ        CX
+	JNZ         f16x4a2loop
+
+f16x4a2done:
+	STORE4x2(out+32(FP))
+	VZEROUPPER
+	RET
+
+// LOADX32: the block's 32 x values in Y8-Y11.
+#define LOADX32 \
+	VMOVUPS (SI), Y8 ; \
+	VMOVUPS 32(SI), Y9 ; \
+	VMOVUPS 64(SI), Y10 ; \
+	VMOVUPS 96(SI), Y11
+
+// ROWQ8A2(p, ACCL, ACCH): one Q8_0 block of the row at p: d*q for q in 2(p)..33(p), times x.
+#define ROWQ8A2(p, ACCL, ACCH) \
+	MOVWLZX      (p), R11 ; \
+	VBROADCASTSS (DX)(R11*4), Y12 ; \
+	VPMOVSXBD    2(p), Y13 ; \
+	VPMOVSXBD    10(p), Y14 ; \
+	VCVTDQ2PS    Y13, Y13 ; \
+	VCVTDQ2PS    Y14, Y14 ; \
+	VMULPS       Y12, Y13, Y13 ; \
+	VMULPS       Y12, Y14, Y14 ; \
+	VFMADD231PS  Y8, Y13, ACCL ; \
+	VFMADD231PS  Y9, Y14, ACCH ; \
+	VPMOVSXBD    18(p), Y13 ; \
+	VPMOVSXBD    26(p), Y14 ; \
+	VCVTDQ2PS    Y13, Y13 ; \
+	VCVTDQ2PS    Y14, Y14 ; \
+	VMULPS       Y12, Y13, Y13 ; \
+	VMULPS       Y12, Y14, Y14 ; \
+	VFMADD231PS  Y10, Y13, ACCL ; \
+	VFMADD231PS  Y11, Y14, ACCH
+
+// func matvecQ8_0x4AVX2(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32)
+TEXT ·matvecQ8_0x4AVX2(SB), NOSPLIT, $0-48
+	MOVQ  x+0(FP), SI
+	MOVQ  w+8(FP), DI
+	MOVQ  ws+16(FP), BX
+	MOVQ  nb+24(FP), CX
+	MOVQ  tab+40(FP), DX
+	ROWS4(BX)
+	ZERO8
+	TESTQ CX, CX
+	JZ    q8x4a2done
+
+q8x4a2loop:
+	LOADX32
+	ROWQ8A2(DI, Y0, Y1)
+	ROWQ8A2(R8, Y2, Y3)
+	ROWQ8A2(R9, Y4, Y5)
+	ROWQ8A2(R10, Y6, Y7)
+	ADDQ  $128, SI
+	ADDQ  $34, DI
+	ADDQ  $34, R8
+	ADDQ  $34, R9
+	ADDQ  $34, R10
+	DECQ  CX
+	JNZ   q8x4a2loop
+
+q8x4a2done:
+	STORE4x2(out+32(FP))
+	VZEROUPPER
+	RET
+
+// ROWQ4A2(p, ACCL, ACCH): one Q4_0 block: (q-8)*d, low nibbles of bytes 2(p).. for values
+// 0-15, high nibbles for 16-31 (Y15 = 15; the 8 is a constant in memory).
+#define ROWQ4A2(p, ACCL, ACCH) \
+	MOVWLZX      (p), R11 ; \
+	VBROADCASTSS (DX)(R11*4), Y12 ; \
+	VPMOVZXBD    2(p), Y13 ; \
+	VPMOVZXBD    10(p), Y14 ; \
+	VPAND        Y15, Y13, Y13 ; \
+	VPAND        Y15, Y14, Y14 ; \
+	VPSUBD       a2c8<>(SB), Y13, Y13 ; \
+	VPSUBD       a2c8<>(SB), Y14, Y14 ; \
+	VCVTDQ2PS    Y13, Y13 ; \
+	VCVTDQ2PS    Y14, Y14 ; \
+	VMULPS       Y12, Y13, Y13 ; \
+	VMULPS       Y12, Y14, Y14 ; \
+	VFMADD231PS  Y8, Y13, ACCL ; \
+	VFMADD231PS  Y9, Y14, ACCH ; \
+	VPMOVZXBD    2(p), Y13 ; \
+	VPMOVZXBD    10(p), Y14 ; \
+	VPSRLD       $4, Y13, Y13 ; \
+	VPSRLD       $4, Y14, Y14 ; \
+	VPSUBD       a2c8<>(SB), Y13, Y13 ; \
+	VPSUBD       a2c8<>(SB), Y14, Y14 ; \
+	VCVTDQ2PS    Y13, Y13 ; \
+	VCVTDQ2PS    Y14, Y14 ; \
+	VMULPS       Y12, Y13, Y13 ; \
+	VMULPS       Y12, Y14, Y14 ; \
+	VFMADD231PS  Y10, Y13, ACCL ; \
+	VFMADD231PS  Y11, Y14, ACCH
+
+// func matvecQ4_0x4AVX2(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32)
+TEXT ·matvecQ4_0x4AVX2(SB), NOSPLIT, $0-48
+	MOVQ  x+0(FP), SI
+	MOVQ  w+8(FP), DI
+	MOVQ  ws+16(FP), BX
+	MOVQ  nb+24(FP), CX
+	MOVQ  tab+40(FP), DX
+	ROWS4(BX)
+	BCASTD(15, X15, Y15)
+	ZERO8
+	TESTQ CX, CX
+	JZ    q4x4a2done
+
+q4x4a2loop:
+	LOADX32
+	ROWQ4A2(DI, Y0, Y1)
+	ROWQ4A2(R8, Y2, Y3)
+	ROWQ4A2(R9, Y4, Y5)
+	ROWQ4A2(R10, Y6, Y7)
+	ADDQ  $128, SI
+	ADDQ  $18, DI
+	ADDQ  $18, R8
+	ADDQ  $18, R9
+	ADDQ  $18, R10
+	DECQ  CX
+	JNZ   q4x4a2loop
+
+q4x4a2done:
+	STORE4x2(out+32(FP))
+	VZEROUPPER
+	RET
+
+// Q4_K and Q5_K: per super-block, each row's scales and offsets are made first (KSCALES, in
+// the frame at 64r); then, chunk by chunk (64 values: sub-block 2c from the low nibbles of
+// 32 qs bytes, 2c+1 from the high ones) and row by row, 8 values at a time in element order:
+// float32(d*q) - m (Y12, Y13 the sub-block's scale and offset), times x (from memory).
+
+// K4VEC(p, QB, NOP, NSRC, XO, ACC): the nibbles (NOP NSRC) of the 8 qs bytes at QB(p).
+#define K4VEC(p, QB, NOP, NSRC, XO, ACC) \
+	VPMOVZXBD   QB(p), Y8 ; \
+	NOP         NSRC, Y8, Y8 ; \
+	VCVTDQ2PS   Y8, Y8 ; \
+	VMULPS      Y12, Y8, Y8 ; \
+	VSUBPS      Y13, Y8, Y8 ; \
+	VFMADD231PS XO(SI), Y8, ACC
+
+// K4HALF(p, Q, SC, NOP, NSRC, XO, ACCL, ACCH): one sub-block's 32 values.
+#define K4HALF(p, Q, SC, NOP, NSRC, XO, ACCL, ACCH) \
+	VBROADCASTSS SC(SP), Y12 ; \
+	VBROADCASTSS SC+32(SP), Y13 ; \
+	K4VEC(p, Q, NOP, NSRC, XO, ACCL) ; \
+	K4VEC(p, Q+8, NOP, NSRC, XO+32, ACCH) ; \
+	K4VEC(p, Q+16, NOP, NSRC, XO+64, ACCL) ; \
+	K4VEC(p, Q+24, NOP, NSRC, XO+96, ACCH)
+
+#define K4ROWCHUNK(p, Q, SC, XO, ACCL, ACCH) \
+	K4HALF(p, Q, SC, VPAND, Y15, XO, ACCL, ACCH) ; \
+	K4HALF(p, Q, SC+4, VPSRLD, $4, XO+128, ACCL, ACCH)
+
+#define K4CHUNK4(c) \
+	K4ROWCHUNK(DI, 16+32*c, 8*c, 256*c, Y0, Y1) ; \
+	K4ROWCHUNK(R8, 16+32*c, 64+8*c, 256*c, Y2, Y3) ; \
+	K4ROWCHUNK(R9, 16+32*c, 128+8*c, 256*c, Y4, Y5) ; \
+	K4ROWCHUNK(R10, 16+32*c, 192+8*c, 256*c, Y6, Y7)
+
+#define KSCALES4 \
+	KSCALES(DI, 0, X8, Y8, X9, Y9, Y10) ; \
+	KSCALES(R8, 64, X8, Y8, X9, Y9, Y10) ; \
+	KSCALES(R9, 128, X8, Y8, X9, Y9, Y10) ; \
+	KSCALES(R10, 192, X8, Y8, X9, Y9, Y10)
+
+// func matvecQ4_Kx4AVX2(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32)
+TEXT ·matvecQ4_Kx4AVX2(SB), NOSPLIT, $256-48
+	MOVQ  x+0(FP), SI
+	MOVQ  w+8(FP), DI
+	MOVQ  ws+16(FP), BX
+	MOVQ  nb+24(FP), CX
+	MOVQ  tab+40(FP), DX
+	ROWS4(BX)
+	BCASTD(15, X15, Y15)
+	ZERO8
+	TESTQ CX, CX
+	JZ    k4x4a2done
+
+k4x4a2loop:
+	KSCALES4
+	K4CHUNK4(0)
+	K4CHUNK4(1)
+	K4CHUNK4(2)
+	K4CHUNK4(3)
+	ADDQ  $1024, SI
+	ADDQ  $144, DI
+	ADDQ  $144, R8
+	ADDQ  $144, R9
+	ADDQ  $144, R10
+	DECQ  CX
+	JNZ   k4x4a2loop
+
+k4x4a2done:
+	STORE4x2(out+32(FP))
+	VZEROUPPER
+	RET
+
+// K5VEC(p, QB, HB, NOP, NSRC, HOP, HSH, XO, ACC): as K4VEC, or'ing in the fifth bit from the
+// qh bytes at HB(p), moved to position 4 by HOP HSH (Y14 = 16).
+#define K5VEC(p, QB, HB, NOP, NSRC, HOP, HSH, XO, ACC) \
+	VPMOVZXBD   QB(p), Y8 ; \
+	VPMOVZXBD   HB(p), Y9 ; \
+	NOP         NSRC, Y8, Y8 ; \
+	HOP         HSH, Y9, Y9 ; \
+	VPAND       Y14, Y9, Y9 ; \
+	VPOR        Y9, Y8, Y8 ; \
+	VCVTDQ2PS   Y8, Y8 ; \
+	VMULPS      Y12, Y8, Y8 ; \
+	VSUBPS      Y13, Y8, Y8 ; \
+	VFMADD231PS XO(SI), Y8, ACC
+
+#define K5HALF(p, Q, SC, NOP, NSRC, HOP, HSH, XO, ACCL, ACCH) \
+	VBROADCASTSS SC(SP), Y12 ; \
+	VBROADCASTSS SC+32(SP), Y13 ; \
+	K5VEC(p, Q, 16, NOP, NSRC, HOP, HSH, XO, ACCL) ; \
+	K5VEC(p, Q+8, 24, NOP, NSRC, HOP, HSH, XO+32, ACCH) ; \
+	K5VEC(p, Q+16, 32, NOP, NSRC, HOP, HSH, XO+64, ACCL) ; \
+	K5VEC(p, Q+24, 40, NOP, NSRC, HOP, HSH, XO+96, ACCH)
+
+// K5ROWCHUNK: chunk c's bits are 2c (LOP LSH moves it to 4) and 2c+1 (HOP HSH).
+#define K5ROWCHUNK(p, Q, SC, XO, LOP, LSH, HOP, HSH, ACCL, ACCH) \
+	K5HALF(p, Q, SC, VPAND, Y15, LOP, LSH, XO, ACCL, ACCH) ; \
+	K5HALF(p, Q, SC+4, VPSRLD, $4, HOP, HSH, XO+128, ACCL, ACCH)
+
+#define K5CHUNK4(c, LOP, LSH, HOP, HSH) \
+	K5ROWCHUNK(DI, 48+32*c, 8*c, 256*c, LOP, LSH, HOP, HSH, Y0, Y1) ; \
+	K5ROWCHUNK(R8, 48+32*c, 64+8*c, 256*c, LOP, LSH, HOP, HSH, Y2, Y3) ; \
+	K5ROWCHUNK(R9, 48+32*c, 128+8*c, 256*c, LOP, LSH, HOP, HSH, Y4, Y5) ; \
+	K5ROWCHUNK(R10, 48+32*c, 192+8*c, 256*c, LOP, LSH, HOP, HSH, Y6, Y7)
+
+// func matvecQ5_Kx4AVX2(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32)
+TEXT ·matvecQ5_Kx4AVX2(SB), NOSPLIT, $256-48
+	MOVQ  x+0(FP), SI
+	MOVQ  w+8(FP), DI
+	MOVQ  ws+16(FP), BX
+	MOVQ  nb+24(FP), CX
+	MOVQ  tab+40(FP), DX
+	ROWS4(BX)
+	BCASTD(15, X15, Y15)
+	BCASTD(16, X14, Y14)
+	ZERO8
+	TESTQ CX, CX
+	JZ    k5x4a2done
+
+k5x4a2loop:
+	KSCALES4
+	K5CHUNK4(0, VPSLLD, $4, VPSLLD, $3)
+	K5CHUNK4(1, VPSLLD, $2, VPSLLD, $1)
+	K5CHUNK4(2, VPSLLD, $0, VPSRLD, $1)
+	K5CHUNK4(3, VPSRLD, $2, VPSRLD, $3)
+	ADDQ  $1024, SI
+	ADDQ  $176, DI
+	ADDQ  $176, R8
+	ADDQ  $176, R9
+	ADDQ  $176, R10
+	DECQ  CX
+	JNZ   k5x4a2loop
+
+k5x4a2done:
+	STORE4x2(out+32(FP))
+	VZEROUPPER
+	RET
+
+// Q6_K: per super-block each row's 16 scales are made first (Q6SCALES, in the frame at 64r);
+// then 8 values at a time in element order: value 128h + 32t + l (l < 32) is q_t of position
+// l of half h (see DQ6KGROUP) minus 32, times scale 8h + l/16 + 2t. Constants: Y15 = 15,
+// Y14 = 48, Y13 = 32.
+
+// Q6VEC(p, QL, QH, NOP, NSRC, HOP, HSH, SC, XO, ACC): q = (ql bytes at QL(p): NOP NSRC) |
+// (qh bytes at QH(p): HOP HSH, masked with 48).
+#define Q6VEC(p, QL, QH, NOP, NSRC, HOP, HSH, SC, XO, ACC) \
+	VPMOVZXBD    QL(p), Y8 ; \
+	VPMOVZXBD    QH(p), Y9 ; \
+	NOP          NSRC, Y8, Y8 ; \
+	HOP          HSH, Y9, Y9 ; \
+	VPAND        Y14, Y9, Y9 ; \
+	VPOR         Y9, Y8, Y8 ; \
+	VPSUBD       Y13, Y8, Y8 ; \
+	VCVTDQ2PS    Y8, Y8 ; \
+	VBROADCASTSS SC(SP), Y10 ; \
+	VMULPS       Y10, Y8, Y8 ; \
+	VFMADD231PS  XO(SI), Y8, ACC
+
+// Q6ROWT: the 32 values of output t of half h of one row (QL = 64h + 32(t&1), QH = 128+32h,
+// SC = 64r + 32h + 8t, XO = 512h + 128t).
+#define Q6ROWT(p, QL, QH, NOP, NSRC, HOP, HSH, SC, XO, ACCL, ACCH) \
+	Q6VEC(p, QL, QH, NOP, NSRC, HOP, HSH, SC, XO, ACCL) ; \
+	Q6VEC(p, QL+8, QH+8, NOP, NSRC, HOP, HSH, SC, XO+32, ACCH) ; \
+	Q6VEC(p, QL+16, QH+16, NOP, NSRC, HOP, HSH, SC+4, XO+64, ACCL) ; \
+	Q6VEC(p, QL+24, QH+24, NOP, NSRC, HOP, HSH, SC+4, XO+96, ACCH)
+
+#define Q6T4(QL, QH, NOP, NSRC, HOP, HSH, SC, XO) \
+	Q6ROWT(DI, QL, QH, NOP, NSRC, HOP, HSH, SC, XO, Y0, Y1) ; \
+	Q6ROWT(R8, QL, QH, NOP, NSRC, HOP, HSH, 64+SC, XO, Y2, Y3) ; \
+	Q6ROWT(R9, QL, QH, NOP, NSRC, HOP, HSH, 128+SC, XO, Y4, Y5) ; \
+	Q6ROWT(R10, QL, QH, NOP, NSRC, HOP, HSH, 192+SC, XO, Y6, Y7)
+
+// func matvecQ6_Kx4AVX2(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32)
+TEXT ·matvecQ6_Kx4AVX2(SB), NOSPLIT, $256-48
+	MOVQ  x+0(FP), SI
+	MOVQ  w+8(FP), DI
+	MOVQ  ws+16(FP), BX
+	MOVQ  nb+24(FP), CX
+	MOVQ  tab+40(FP), DX
+	ROWS4(BX)
+	BCASTD(15, X15, Y15)
+	BCASTD(48, X14, Y14)
+	BCASTD(32, X13, Y13)
+	ZERO8
+	TESTQ CX, CX
+	JZ    q6x4a2done
+
+q6x4a2loop:
+	Q6SCALES(DI, 0)
+	Q6SCALES(R8, 64)
+	Q6SCALES(R9, 128)
+	Q6SCALES(R10, 192)
+	Q6T4(0, 128, VPAND, Y15, VPSLLD, $4, 0, 0)
+	Q6T4(32, 128, VPAND, Y15, VPSLLD, $2, 8, 128)
+	Q6T4(0, 128, VPSRLD, $4, VPSRLD, $0, 16, 256)
+	Q6T4(32, 128, VPSRLD, $4, VPSRLD, $2, 24, 384)
+	Q6T4(64, 160, VPAND, Y15, VPSLLD, $4, 32, 512)
+	Q6T4(96, 160, VPAND, Y15, VPSLLD, $2, 40, 640)
+	Q6T4(64, 160, VPSRLD, $4, VPSRLD, $0, 48, 768)
+	Q6T4(96, 160, VPSRLD, $4, VPSRLD, $2, 56, 896)
+	ADDQ  $1024, SI
+	ADDQ  $210, DI
+	ADDQ  $210, R8
+	ADDQ  $210, R9
+	ADDQ  $210, R10
+	DECQ  CX
+	JNZ   q6x4a2loop
+
+q6x4a2done:
+	STORE4x2(out+32(FP))
+	VZEROUPPER
+	RET
