@@ -71,6 +71,25 @@ func TestResumeEqualsOneCall(t *testing.T) {
 					t.Errorf("%s, seed %d, %d calls of %d: %q at pos %d; one call: %q at pos %d", name, sample.Seed, 20/k, k, got, s.Pos(), want, one.Pos())
 				}
 			}
+			// Stopped by the callback's error after about 7 tokens, then resumed: the same text.
+			s, _ := m.NewSession()
+			var sb strings.Builder
+			errStop := errors.New("enough")
+			st7, err := s.Generate(context.Background(), "In the beginning God created", GenerateOptions{MaxTokens: 20, Sample: sample, IgnoreEOS: true},
+				func(p string) error {
+					sb.WriteString(p)
+					if s.Pos() >= st.PromptTokens+7 {
+						return errStop
+					}
+					return nil
+				})
+			if !errors.Is(err, errStop) || st7.Stop != StopCaller || st7.Tokens < 7 || st7.Tokens >= 20 {
+				t.Fatalf("%s: stopped by the callback: %+v, %v", name, st7, err)
+			}
+			rest, _ := genText(t, s, "", GenerateOptions{MaxTokens: 20 - st7.Tokens, Sample: sample, IgnoreEOS: true})
+			if sb.String()+rest != want || s.Pos() != one.Pos() {
+				t.Errorf("%s, seed %d: resumed after a callback error: %q at pos %d; one call: %q at pos %d", name, sample.Seed, sb.String()+rest, s.Pos(), want, one.Pos())
+			}
 			if one.Pos() != st.PromptTokens+20 {
 				t.Errorf("%s: pos %d after a %d-token prompt and 20 tokens", name, one.Pos(), st.PromptTokens)
 			}
