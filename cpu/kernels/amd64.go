@@ -4,6 +4,7 @@ package kernels
 
 import (
 	"math"
+	"unsafe"
 
 	"github.com/gorun-dev/gorun/quant"
 	"github.com/klauspost/cpuid/v2"
@@ -116,6 +117,7 @@ func useSIMD(t Tier) {
 		dequant[quant.Q4_K] = dequantQ4_KGo
 		dequant[quant.Q5_K] = dequantQ5_KGo
 		dequant[quant.Q6_K] = dequantQ6_KGo
+		useLegacyAVX512()
 		matVec4[quant.F16] = func(x []float32, w []byte, ws int, out *[4]float32) {
 			n := len(x) &^ 15
 			checkRows(w, ws, 2*len(x))
@@ -347,3 +349,5 @@ func weightedSumAVX512Go(out, p, v []float32, vs int) {
 	_ = v[(len(p)-1)*vs+63]
 	weightedSum64AVX512(&out[0], &p[0], &v[0], uintptr(4*vs), uintptr(len(p)))
 }
+
+func unsafePointer(p *[96]float32) unsafe.Pointer { return unsafe.Pointer(p) }

@@ -104,7 +104,7 @@ func BenchmarkMatVec4(b *testing.B) {
 	x := randVec(rng, k)
 	tile := make([]float32, 4*k)
 	var out [4]float32
-	for _, typ := range []quant.Type{quant.F16, quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q5_K, quant.Q6_K} {
+	for _, typ := range []quant.Type{quant.F16, quant.BF16, quant.Q8_0, quant.Q4_0, quant.Q4_1, quant.Q5_0, quant.Q5_1, quant.Q4_K, quant.Q5_K, quant.Q6_K} {
 		rs, _ := typ.RowSize(k)
 		w := make([]byte, 4*rs)
 		for j := 0; j < 4; j++ {

@@ -220,7 +220,8 @@ func TestParseTier(t *testing.T) {
 func TestMatVec4EqualsTile(t *testing.T) {
 	rng := rand.New(rand.NewPCG(6, 6))
 	forEachTier(t, func(t *testing.T, tier Tier) {
-		for _, typ := range []quant.Type{quant.F16, quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q5_K, quant.Q6_K} {
+		for _, typ := range []quant.Type{quant.F16, quant.BF16, quant.Q8_0, quant.Q4_0, quant.Q4_1, quant.Q5_0, quant.Q5_1,
+			quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K} {
 			mv := MatVec4(typ)
 			if mv == nil {
 				continue
