@@ -137,3 +137,42 @@ func BenchmarkCandErr8N(b *testing.B) {
 		})
 	}
 }
+
+// The whole quantizers give the same bytes with and without the assembly, on many rows.
+func TestBetterTiers(t *testing.T) {
+	if !candAsmAvailable {
+		t.Skip("no assembly on this CPU or build")
+	}
+	r := rand.New(rand.NewPCG(43, 44))
+	var rows, imps [][]float32
+	for i := range 60 {
+		var x []float32
+		switch i % 3 {
+		case 0:
+			x = gaussRow(r, 512, 0.02)
+		case 1:
+			x = heavyRow(r, 512, 1)
+		default:
+			x = gaussRow(r, 512, 3)
+			for j, v := range x {
+				x[j] = F16ToF32(F32ToF16(v))
+			}
+		}
+		rows = append(rows, x)
+		var imp []float32
+		if i%4 == 0 {
+			imp = importanceRow(r, 512)
+		}
+		imps = append(imps, imp)
+	}
+	defer func(v bool) { useCandAsm = v }(useCandAsm)
+	for _, ty := range betterTypes {
+		useCandAsm = true
+		a := betterHash(t, ty, rows, imps)
+		useCandAsm = false
+		g := betterHash(t, ty, rows, imps)
+		if a != g {
+			t.Errorf("%v: assembly hash %s, generic %s", ty, a, g)
+		}
+	}
+}
