@@ -90,6 +90,9 @@ type program struct {
 	exec     *Graph
 	used     int // tick of last use, for eviction
 	outputs  map[*graph.Tensor]bool
+	// partials hold split-K partial sums (partialSize: the size of the last one)
+	partials    []DevicePtr
+	partialSize int
 	// outs are copied to page-locked memory at the end of every Compute, so that Read of
 	// them (the logits, every token) needs no further round trip to the GPU.
 	outs []outCopy
@@ -109,6 +112,7 @@ type launch struct {
 	grid, block Dim3
 	shm         int
 	args        []byte
+	then        *launch // a second launch belonging to the same op (split-K reduction)
 }
 
 // New opens device ordinal (0 for the first GPU), loads the kernels and returns a backend.
@@ -528,6 +532,9 @@ func (b *Backend) dropProgram(g *graph.Graph, p *program) {
 	}
 	if p.scratch != 0 {
 		b.free(p.scratch)
+	}
+	for _, d := range p.partials {
+		b.free(d)
 	}
 	delete(b.progs, g)
 }

@@ -257,7 +257,7 @@ func (b *Backend) compile(g *graph.Graph) (*program, error) {
 		p.outs = append(p.outs, outCopy{t: t, dev: dev, host: host})
 	}
 	for _, o := range ops {
-		l, err := b.emit(o, where)
+		l, err := b.emit(p, o, where)
 		if err != nil {
 			if p.scratch != 0 {
 				b.free(p.scratch)
@@ -265,11 +265,45 @@ func (b *Backend) compile(g *graph.Graph) (*program, error) {
 			for _, o := range p.outs {
 				b.ctx.HostFree(o.host)
 			}
+			for _, d := range p.partials {
+				b.free(d)
+			}
 			return nil, err
 		}
 		p.launches = append(p.launches, l)
+		if l.then != nil {
+			p.launches = append(p.launches, *l.then)
+		}
 	}
 	return p, nil
+}
+
+// splitK chooses how many parts the K range of a tiled product is cut into, so that products
+// with few output tiles (a 768-wide output of a 512-token batch: 96 tiles on 132
+// multiprocessors) still fill the GPU; each part must be whole 32-element chunks.
+func (b *Backend) splitK(N, M, K int) int {
+	tiles := ((N + 63) / 64) * ((M + 63) / 64)
+	s := min(4, (2*b.ctx.SMs+tiles-1)/tiles)
+	for ; s > 1; s-- {
+		if K%(32*s) == 0 {
+			return s
+		}
+	}
+	return 1
+}
+
+// partial returns device memory of at least n bytes for split-K partial sums, owned by p.
+func (b *Backend) partial(p *program, n int) (DevicePtr, error) {
+	if n <= p.partialSize && len(p.partials) > 0 {
+		return p.partials[len(p.partials)-1], nil
+	}
+	d, err := b.alloc(n)
+	if err != nil {
+		return 0, err
+	}
+	p.partials = append(p.partials, d) // earlier launches keep the smaller ones
+	p.partialSize = n
+	return d, nil
 }
 
 // dupSrc reports whether n.Src[j] appeared earlier in n.Src.
@@ -328,7 +362,7 @@ func gridFor(total, block int) int {
 	return max(1, min(g, 65535*8))
 }
 
-func (b *Backend) emit(o op, where func(*graph.Tensor) (DevicePtr, error)) (launch, error) {
+func (b *Backend) emit(p *program, o op, where func(*graph.Tensor) (DevicePtr, error)) (launch, error) {
 	var l launch
 	var a args
 	var err error
@@ -416,11 +450,34 @@ func (b *Backend) emit(o op, where func(*graph.Tensor) (DevicePtr, error)) (laun
 				name = "mmt_" + suf
 			case wide:
 				name = "mm2_" + suf
+				if S := b.splitK(N, M, K); S > 1 {
+					// Partial sums of S slices of K, then one pass adding them with the epilogue.
+					Kc := K / S
+					part, perr := b.partial(p, S*M*N*4)
+					if perr != nil {
+						return l, perr
+					}
+					var r args
+					r.ptr(part).i32(S).i32(M).i32(N).ptr(out).i32(ld(o.out, 4)).ptr(get(o.bias)).ptr(get(o.res)).i32(ldres).i32(o.act)
+					red, ferr := b.fn("splitk_reduce")
+					if ferr != nil {
+						return l, ferr
+					}
+					l.then = &launch{fn: red, grid: Dim3{gridFor(M*N, 256), 1, 1}, block: Dim3{256, 1, 1}, args: r.b}
+					a = args{}
+					a.ptr(get(w)).i32(w.Nb[1]).ptr(get(x)).i32(ld(x, 4)).ptr(part).i32(N).i32(N).i32(M).i32(K).
+						ptr(0).ptr(0).i32(0).i32(0).i32(Kc)
+					l.grid = Dim3{(N + 63) / 64, (M + 63) / 64, S}
+				} else {
+					a.i32(K)
+				}
 			default:
 				name = "mm_" + suf
 			}
 			l.block = Dim3{256, 1, 1}
-			l.grid = Dim3{(N + 63) / 64, (M + 63) / 64, 1}
+			if l.grid.X == 0 {
+				l.grid = Dim3{(N + 63) / 64, (M + 63) / 64, 1}
+			}
 			if l.grid.Y > 65535 {
 				return l, fmt.Errorf("cuda: mul_mat of %d rows", M)
 			}

@@ -595,10 +595,14 @@ __device__ __forceinline__ void mm_body(const uint8_t *__restrict__ W, int wrow,
 // K % 32 == 0 and 16-byte aligned weight and activation rows.
 // TM activation rows per thread: 4 (64-row tiles); 2 (32-row tiles, for more blocks) measured
 // slower on the 124M shapes, so only 4 is instantiated.
+// Split K: block z covers K[z*Kc, (z+1)*Kc) and writes its partial sums to Y + z*M*ldy (the
+// caller passes no epilogue and adds the parts with splitk_reduce).
 template <int T, int TM>
 __device__ __forceinline__ void mm2_body(const uint8_t *__restrict__ W, int wrow, const float *__restrict__ X, int ldx,
-		float *__restrict__ Y, int ldy, int N, int M, int K, const float *bias, const float *res, int ldres, int act) {
+		float *__restrict__ Y, int ldy, int N, int M, int K, const float *bias, const float *res, int ldres, int act, int Kc) {
 	const int BMT = 16 * TM;
+	int kb = blockIdx.z * Kc, ke = min(K, kb + Kc);
+	Y += (size_t)blockIdx.z * M * ldy;
 	__shared__ __align__(16) float Ws[BK][BN + 4];
 	__shared__ __align__(16) float Xs[BK][BMT + 4];
 	int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
@@ -608,7 +612,7 @@ __device__ __forceinline__ void mm2_body(const uint8_t *__restrict__ W, int wrow
 	for (int i = 0; i < 4; i++)
 #pragma unroll
 		for (int j = 0; j < TM; j++) acc[i][j] = 0.0f;
-	for (int k0 = 0; k0 < K; k0 += BK) {
+	for (int k0 = kb; k0 < ke; k0 += BK) {
 		if (tid < BN) {
 			int n = n0 + tid;
 			float w[32];
@@ -779,8 +783,8 @@ __device__ __forceinline__ void getrows_body(const uint8_t *__restrict__ table, 
 	}                                                                                                          \
 	extern "C" __global__ void __launch_bounds__(256) mm2_##name(const uint8_t *W, int wrow, const float *X,    \
 			int ldx, float *Y, int ldy, int N, int M, int K, const float *bias, const float *res, int ldres,      \
-			int act) {                                                                                         \
-		mm2_body<T, 4>(W, wrow, X, ldx, Y, ldy, N, M, K, bias, res, ldres, act);                               \
+			int act, int Kc) {                                                                                 \
+		mm2_body<T, 4>(W, wrow, X, ldx, Y, ldy, N, M, K, bias, res, ldres, act, Kc);                           \
 	}                                                                                                          \
 	extern "C" __global__ void __launch_bounds__(256) mm_##name(const uint8_t *W, int wrow, const float *X,     \
 			int ldx, float *Y, int ldy, int N, int M, int K, const float *bias, const float *res, int ldres,      \
@@ -802,6 +806,19 @@ INSTANTIATE(T_Q8_0, q8_0)
 INSTANTIATE(T_Q4_K, q4_K)
 INSTANTIATE(T_Q5_K, q5_K)
 INSTANTIATE(T_Q6_K, q6_K)
+
+// splitk_reduce adds the S partial products of a split-K mm2 (P: S blocks of M x N) and
+// applies the epilogue.
+extern "C" __global__ void splitk_reduce(const float *P, int S, int M, int N, float *Y, int ldy, const float *bias,
+		const float *res, int ldres, int act) {
+	size_t total = (size_t)M * N;
+	for (size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += (size_t)gridDim.x * blockDim.x) {
+		int m = (int)(idx / N), n = (int)(idx % N);
+		float v = 0.0f;
+		for (int z = 0; z < S; z++) v += P[z * total + idx];
+		Y[(size_t)m * ldy + n] = epi(v, n, m, bias, res, ldres, act);
+	}
+}
 
 // ---- elementwise ----
 
