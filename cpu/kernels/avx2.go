@@ -2,7 +2,11 @@
 
 package kernels
 
-import "github.com/gorun-dev/gorun/quant"
+import (
+	"math"
+
+	"github.com/gorun-dev/gorun/quant"
+)
 
 // useAVX2 installs the AVX2 tier (AVX2 + FMA + F16C, 256-bit registers). Its dot products keep
 // the package's 16 lanes in two registers, so they are bit-identical to the AVX-512 tier's.
@@ -10,7 +14,11 @@ import "github.com/gorun-dev/gorun/quant"
 func useAVX2() {
 	Dot = dotSIMD(dotAVX2)
 	Dot1x4 = dot1x4SIMD(dot1x4AVX2)
-	Dot4x4 = dot4x4Via1x4
+	Dot4x4 = dot4x4AVX2Go
+	GELU = geluAVX2Go
+	Scores = scoresAVX2Go
+	ExpSum = expSumAVX2Go
+	WeightedSum = weightedSumAVX2Go
 	dequant[quant.F16] = f16SIMD(f16ToF32AVX2, 8)
 	dequant[quant.Q8_0] = blocksTabAVX2(dequantQ8_0AVX2, 32, quant.SizeQ8_0)
 	dequant[quant.Q4_0] = blocksTabAVX2(dequantQ4_0AVX2, 32, quant.SizeQ4_0)
@@ -87,4 +95,88 @@ func matVecBlocksAVX2(kern func(x *float32, w *byte, ws, nb uintptr, out *[4]flo
 		checkRows(w, ws, nb*size)
 		kern(&x[0], &w[0], uintptr(ws), uintptr(nb), out, f16Tab)
 	}
+}
+
+//go:noescape
+func dot2x4AVX2(x *float32, xs uintptr, w *float32, ws, n uintptr, out *float32, os uintptr)
+
+//go:noescape
+func geluAVX2(dst, x *float32, n uintptr)
+
+//go:noescape
+func expSumAVX2(s *float32, n uintptr, scale, mx float32) float32
+
+//go:noescape
+func scoresAVX2(out, q, k *float32, ks, n, d uintptr)
+
+//go:noescape
+func weightedSum64AVX2(out, p, v *float32, vs, n uintptr)
+
+// dot4x4AVX2Go computes the 4x4 tile as two 2x4 tiles (dot2x4AVX2), in Dot's order.
+func dot4x4AVX2Go(x []float32, xs int, w []float32, ws int, k int, out []float32, os int) {
+	_ = out[3*os+3]
+	if k > 0 {
+		_ = x[3*xs+k-1]
+		_ = w[3*ws+k-1]
+	}
+	n := k &^ (lanes - 1)
+	if n > 0 {
+		dot2x4AVX2(&x[0], uintptr(xs*4), &w[0], uintptr(ws*4), uintptr(n), &out[0], uintptr(os*4))
+		dot2x4AVX2(&x[2*xs], uintptr(xs*4), &w[0], uintptr(ws*4), uintptr(n), &out[2*os], uintptr(os*4))
+	} else {
+		for i := 0; i < 4; i++ {
+			clear(out[i*os : i*os+4])
+		}
+	}
+	if n < k {
+		for i := 0; i < 4; i++ {
+			for j := 0; j < 4; j++ {
+				out[i*os+j] = tail(out[i*os+j], x[i*xs+n:i*xs+k], w[j*ws+n:j*ws+k])
+			}
+		}
+	}
+}
+
+func geluAVX2Go(dst, x []float32) {
+	x = x[:len(dst)]
+	n := len(dst) &^ 7
+	if n > 0 {
+		geluAVX2(&dst[0], &x[0], uintptr(n))
+	}
+	if n < len(dst) {
+		geluGeneric(dst[n:], x[n:])
+	}
+}
+
+func scoresAVX2Go(s, q, k []float32, ks int) {
+	d := len(q)
+	if d%16 != 0 || d == 0 || len(s) == 0 {
+		scoresGeneric(s, q, k, ks)
+		return
+	}
+	_ = k[(len(s)-1)*ks+d-1]
+	scoresAVX2(&s[0], &q[0], &k[0], uintptr(4*ks), uintptr(len(s)), uintptr(d))
+}
+
+func expSumAVX2Go(s []float32, scale, mx float32) float32 {
+	n := len(s) &^ 15
+	var sum float32
+	if n > 0 {
+		sum = expSumAVX2(&s[0], uintptr(n), scale, mx)
+	}
+	for j := n; j < len(s); j++ {
+		e := float32(math.Exp(float64(scale*s[j] - mx)))
+		s[j] = e
+		sum += e
+	}
+	return sum
+}
+
+func weightedSumAVX2Go(out, p, v []float32, vs int) {
+	if len(out) != 64 || len(p) == 0 {
+		weightedSumGeneric(out, p, v, vs)
+		return
+	}
+	_ = v[(len(p)-1)*vs+63]
+	weightedSum64AVX2(&out[0], &p[0], &v[0], uintptr(4*vs), uintptr(len(p)))
 }

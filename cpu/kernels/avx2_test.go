@@ -124,3 +124,51 @@ func TestMatVec4RandomBytes(t *testing.T) {
 		}
 	}
 }
+
+// The AVX2 tier's GELU, exp and attention kernels and its 4x4 tile give the AVX-512 tier's
+// bits (same instruction sequence, 2^n built without VSCALEFPS), including exponentials that
+// underflow to subnormals and GELU's extreme arguments.
+func TestAVX2MatchesAVX512(t *testing.T) {
+	if !cpuHas(AVX512) {
+		t.Skip("needs a CPU with AVX-512 and AVX2")
+	}
+	defer Use(Best())
+	rng := rand.New(rand.NewPCG(10, 10))
+	x := randVec(rng, 4096+7)
+	for i := range x {
+		x[i] *= float32(1 + i%40) // up to +-160 and beyond
+	}
+	copy(x, []float32{0, float32(math.Copysign(0, -1)), 1e-30, -1e-30, 10, -10, 20, -20, 88, -88, 1000, -1000,
+		3.4e38, -3.4e38, -5.5, -3, float32(math.Inf(1)), float32(math.Inf(-1)), 44, -44, 45, -45, 60, -60})
+	q, k := randVec(rng, 64), randVec(rng, 37*64)
+	const kk = 777
+	xa, wa := randVec(rng, 4*kk), randVec(rng, 4*kk)
+	var outs [2][]float32
+	for i, tier := range []Tier{AVX2, AVX512} {
+		Use(tier)
+		g := make([]float32, len(x))
+		GELU(g, x)
+		s := make([]float32, 1000+9) // exponents from about -125 down to -100 clamped
+		for j := range s {
+			s[j] = -float32(j) / 7
+		}
+		sum := ExpSum(s, 1.25, -0.5)
+		sc := make([]float32, 37)
+		Scores(sc, q, k, 64)
+		ws := make([]float32, 64)
+		WeightedSum(ws, sc, k, 64)
+		tile := make([]float32, 16)
+		Dot4x4(xa, kk, wa, kk, kk, tile, 4)
+		outs[i] = append(append(append(append(append(g, s...), sum), sc...), ws...), tile...)
+	}
+	for i := range outs[0] {
+		a, b := outs[0][i], outs[1][i]
+		if math.Float32bits(a) != math.Float32bits(b) && !(a != a && b != b) {
+			in := float32(0)
+			if i < len(x) {
+				in = x[i]
+			}
+			t.Fatalf("output %d (input %v): avx2 %v, avx512 %v", i, in, a, b)
+		}
+	}
+}
