@@ -37,6 +37,7 @@ var commands = map[string]func(args []string, stdout, stderr io.Writer) error{
 	"quantize":     cmdQuantize,
 	"bench":        cmdBench,
 	"random-model": cmdRandomModel,
+	"serve":        cmdServe,
 }
 
 // errUsage marks errors caused by the command line (already explained on stderr).

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gorun-dev/gorun/server"
+)
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(s string) error { *l = append(*l, s); return nil }
+
+func cmdServe(args []string, stdout, stderr io.Writer) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return serve(ctx, args, stderr, nil)
+}
+
+// serve runs the server until ctx ends, then shuts it down gracefully: it stops accepting,
+// lets running requests finish for the grace period, then cancels them (streams end with an
+// error event) and closes the model. ready, when set, gets the address it listens on.
+func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr string)) error {
+	fs := newFlags("serve", "gorun serve -m MODEL.gguf [--host 127.0.0.1] [--port 8080] [--parallel N] [-c CTX] [--api-key KEY]: an OpenAI-compatible HTTP server", stderr)
+	var mf modelFlags
+	mf.register(fs)
+	host := fs.String("host", "127.0.0.1", "address to listen on (0.0.0.0: every interface)")
+	port := fs.Int("port", 8080, "TCP port (0: any free one)")
+	parallel := fs.Int("parallel", 4, "requests generating at the same time (slots; each holds a context of -c tokens)")
+	fs.IntVar(parallel, "np", 4, "same as --parallel")
+	queue := fs.Int("queue", 64, "requests waiting for a slot before the server answers 503")
+	apiKey := fs.String("api-key", "", "require this key (Authorization: Bearer KEY); default: $GORUN_API_KEY")
+	alias := fs.String("alias", "", "model name the API reports and accepts (default: the file's name)")
+	n := fs.Int("n", 128, "tokens to generate when a request gives no max_tokens (-1: until end of text or a full context)")
+	fs.IntVar(n, "n-predict", 128, "same as -n")
+	tmpl := fs.String("chat-template", "", "chat template: Go text/template over .Messages (.Role, .Content), or @FILE (default: plain 'User:'/'Assistant:' lines)")
+	var chatStop stringList
+	fs.Var(&chatStop, "chat-stop", "stop string of every chat answer (repeatable; default \"\\nUser:\" with the default template)")
+	maxBody := fs.Int64("max-body", 4<<20, "largest request body in bytes")
+	grace := fs.Duration("shutdown-grace", 10*time.Second, "how long running requests may finish after SIGINT/SIGTERM")
+	if err := parseModelFlags(fs, args, &mf.model, stderr); err != nil {
+		return err
+	}
+	switch {
+	case *port < 0 || *port > 65535:
+		return usageError(fs, stderr, "--port %d is outside 0..65535", *port)
+	case *parallel < 1 || *parallel > 1024:
+		return usageError(fs, stderr, "--parallel %d is outside 1..1024", *parallel)
+	case *queue < 0:
+		return usageError(fs, stderr, "--queue %d is negative", *queue)
+	case *n < -1:
+		return usageError(fs, stderr, "-n %d (want -1 or a count)", *n)
+	case *maxBody < 1:
+		return usageError(fs, stderr, "--max-body %d is not positive", *maxBody)
+	}
+	if *apiKey == "" {
+		*apiKey = os.Getenv("GORUN_API_KEY")
+	}
+	if strings.HasPrefix(*tmpl, "@") {
+		b, err := readInput("--chat-template", (*tmpl)[1:], 1<<20)
+		if err != nil {
+			return err
+		}
+		*tmpl = string(b)
+	}
+	name := *alias
+	if name == "" {
+		name = filepath.Base(mf.model)
+	}
+	m, err := mf.load(stderr)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	cfg := server.Config{Model: m, ModelName: name, Parallel: *parallel, Queue: *queue, APIKey: *apiKey,
+		ChatTemplate: *tmpl, DefaultMaxTokens: *n, MaxBodyBytes: *maxBody}
+	if *n == 0 {
+		cfg.DefaultMaxTokens = 0
+	}
+	if chatStop != nil {
+		cfg.ChatStop = chatStop
+	}
+	if *queue == 0 {
+		cfg.Queue = -1
+	}
+	srv, err := server.New(cfg)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	ln, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(*port)))
+	if err != nil {
+		return err
+	}
+	// Requests' contexts derive from base: cancelling it stops every generation.
+	base, cancelAll := context.WithCancel(context.Background())
+	defer cancelAll()
+	hs := &http.Server{
+		Handler:           srv,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		BaseContext:       func(net.Listener) context.Context { return base },
+	}
+	addr := ln.Addr().String()
+	fmt.Fprintf(stderr, "gorun serve: model %s (%s), %d slots of %d tokens, listening on http://%s\n", name, mf.model, *parallel, m.ContextLength(), addr)
+	if *apiKey == "" && !isLoopback(*host) {
+		fmt.Fprintf(stderr, "gorun serve: warning: listening on %s without --api-key\n", *host)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	if ready != nil {
+		ready(addr)
+	}
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	fmt.Fprintf(stderr, "gorun serve: shutting down (running requests have %v)\n", *grace)
+	sctx, cancel := context.WithTimeout(context.Background(), *grace)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		// The grace period is over: stop the generations (their streams end with an error
+		// event) and close the connections.
+		cancelAll()
+		time.Sleep(100 * time.Millisecond)
+		hs.Close()
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

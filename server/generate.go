@@ -1,0 +1,149 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/gorun-dev/gorun/llm"
+)
+
+// statusClientGone marks a request whose client disconnected (nothing more is written).
+const statusClientGone = 499
+
+// generate runs one generation in a slot: it waits for a slot, reuses the longest prefix of
+// the prompt that the slot's context holds, evaluates the rest and generates, passing every
+// token to emit. ctx ending (the client gone) stops it before the next token or prompt batch.
+func (s *Server) generate(ctx context.Context, prompt []int32, opts llm.GenerateOptions, emit func(llm.Piece) error) (llm.Stats, time.Duration, *apiError) {
+	var st llm.Stats
+	st.PromptTokens = len(prompt)
+	sl, err := s.pool.acquire(ctx, prompt)
+	if err != nil {
+		return st, 0, libError(err)
+	}
+	defer s.pool.release(sl)
+	if opts.MaxTokens == 0 { // max_tokens 0: nothing to generate
+		st.Stop = llm.StopLength
+		return st, 0, nil
+	}
+	sess := sl.sess
+	keep := commonPrefix(sl.tokens, prompt)
+	if keep == len(prompt) {
+		keep-- // evaluate at least the last prompt token, for its logits
+	}
+	start := time.Now()
+	if err := sess.Rewind(keep); err != nil {
+		return st, 0, libError(err)
+	}
+	if _, err := sess.EvalContext(ctx, prompt[keep:]); err != nil {
+		return st, 0, libError(err)
+	}
+	promptTime := time.Since(start)
+	gst, err := sess.GenerateTokens(ctx, "", opts, emit)
+	gst.PromptTokens = len(prompt)
+	gst.PromptTime = promptTime
+	if err != nil {
+		return gst, promptTime, libError(err)
+	}
+	return gst, promptTime, nil
+}
+
+// errWrite marks a failure to write to the client (it is gone).
+var errWrite = errors.New("writing to the client failed")
+
+// libError maps the library's and the pool's errors to responses.
+func libError(err error) *apiError {
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.Is(err, errBusy):
+		return &apiError{Status: http.StatusServiceUnavailable, Message: err.Error(), Type: "server_error", Code: "server_busy"}
+	case errors.Is(err, errWrite), errors.Is(err, llm.ErrCancelled), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return &apiError{Status: statusClientGone, Message: "request cancelled", Type: "invalid_request_error"}
+	case errors.Is(err, llm.ErrClosed):
+		return &apiError{Status: http.StatusServiceUnavailable, Message: "the server is shutting down", Type: "server_error"}
+	case errors.Is(err, llm.ErrContextFull):
+		return &apiError{Status: http.StatusBadRequest, Message: err.Error(), Type: "invalid_request_error", Code: "context_length_exceeded"}
+	case errors.Is(err, llm.ErrInvalidOption):
+		return badRequest("", "%v", err)
+	}
+	return &apiError{Status: http.StatusInternalServerError, Message: fmt.Sprintf("generation failed: %v", err), Type: "server_error"}
+}
+
+// finishReason is OpenAI's name for why a choice ended.
+func finishReason(st llm.Stats) string {
+	switch st.Stop {
+	case llm.StopEOS, llm.StopString:
+		return "stop"
+	}
+	return "length"
+}
+
+// sse writes server-sent events.
+type sse struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	started bool
+}
+
+func newSSE(w http.ResponseWriter) *sse {
+	return &sse{w: w, rc: http.NewResponseController(w)}
+}
+
+func (e *sse) start() {
+	if e.started {
+		return
+	}
+	e.started = true
+	h := e.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Connection", "keep-alive")
+	h.Set("X-Accel-Buffering", "no")
+	e.w.WriteHeader(http.StatusOK)
+}
+
+// send writes one "data: JSON" event and flushes it.
+func (e *sse) send(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return e.raw(b)
+}
+
+func (e *sse) raw(b []byte) error {
+	e.start()
+	buf := make([]byte, 0, len(b)+8)
+	buf = append(buf, "data: "...)
+	buf = append(buf, b...)
+	buf = append(buf, "\n\n"...)
+	if _, err := e.w.Write(buf); err != nil {
+		return fmt.Errorf("%w: %w", errWrite, err)
+	}
+	if err := e.rc.Flush(); err != nil {
+		return fmt.Errorf("%w: %w", errWrite, err)
+	}
+	return nil
+}
+
+func (e *sse) done() error { return e.raw([]byte("[DONE]")) }
+
+// fail ends a stream with an error event, or answers with the error when nothing was sent.
+func (e *sse) fail(ae *apiError) {
+	if ae.Status == statusClientGone {
+		return
+	}
+	if !e.started {
+		writeError(e.w, ae)
+		return
+	}
+	if ae.Type == "" {
+		ae.Type = "server_error"
+	}
+	e.send(ae.body())
+}

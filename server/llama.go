@@ -1,0 +1,204 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"unicode/utf8"
+
+	"github.com/gorun-dev/gorun/llm"
+)
+
+// llama-server's own endpoints: /tokenize, /detokenize, /completion.
+
+type tokenizeRequest struct {
+	Content    *string `json:"content"`
+	AddSpecial bool    `json:"add_special"` // GPT-2 adds no special tokens: accepted, no effect
+	ParseSpec  *bool   `json:"parse_special"`
+	WithPieces bool    `json:"with_pieces"`
+}
+
+func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
+	var req tokenizeRequest
+	if e := s.decode(w, r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	if req.Content == nil {
+		writeError(w, badRequest("content", "content (the text to tokenize) is required"))
+		return
+	}
+	tok := s.model.Tokenizer()
+	var ids []int32
+	if req.ParseSpec != nil && !*req.ParseSpec {
+		ids = tok.EncodeOrdinary(*req.Content)
+	} else {
+		ids = tok.Encode(*req.Content)
+	}
+	if !req.WithPieces {
+		if ids == nil {
+			ids = []int32{}
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"tokens": ids})
+		return
+	}
+	type piece struct {
+		ID    int32 `json:"id"`
+		Piece any   `json:"piece"` // a string, or the bytes when they are not valid UTF-8
+	}
+	out := make([]piece, len(ids))
+	for i, id := range ids {
+		b := tok.TokenBytes(id)
+		out[i] = piece{ID: id, Piece: string(b)}
+		if !utf8.Valid(b) {
+			ints := make([]int, len(b))
+			for j, c := range b {
+				ints[j] = int(c)
+			}
+			out[i].Piece = ints
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tokens": out})
+}
+
+func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Tokens []int32 `json:"tokens"`
+	}
+	if e := s.decode(w, r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	V := int32(s.model.Tokenizer().VocabSize())
+	for _, id := range req.Tokens {
+		if id < 0 || id >= V {
+			writeError(w, badRequest("tokens", "token id %d is outside the vocabulary of %d", id, V))
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"content": s.model.Tokenizer().Decode(req.Tokens)})
+}
+
+// llamaCompletionRequest is llama-server's POST /completion body (the options gorun has).
+type llamaCompletionRequest struct {
+	Model       string          `json:"model"`
+	Prompt      json.RawMessage `json:"prompt"`
+	NPredict    *int            `json:"n_predict"`
+	Stream      bool            `json:"stream"`
+	CachePrompt *bool           `json:"cache_prompt"` // prompts are always cached per slot
+	NProbs      int             `json:"n_probs"`
+	sampling
+}
+
+type llamaTimings struct {
+	PromptN             int     `json:"prompt_n"`
+	PromptMS            float64 `json:"prompt_ms"`
+	PromptPerTokenMS    float64 `json:"prompt_per_token_ms"`
+	PromptPerSecond     float64 `json:"prompt_per_second"`
+	PredictedN          int     `json:"predicted_n"`
+	PredictedMS         float64 `json:"predicted_ms"`
+	PredictedPerTokenMS float64 `json:"predicted_per_token_ms"`
+	PredictedPerSecond  float64 `json:"predicted_per_second"`
+}
+
+type llamaCompletionResponse struct {
+	Index           int           `json:"index"`
+	Content         string        `json:"content"`
+	Tokens          []int32       `json:"tokens"`
+	Stop            bool          `json:"stop"`
+	Model           string        `json:"model,omitempty"`
+	TokensPredicted int           `json:"tokens_predicted"`
+	TokensEvaluated int           `json:"tokens_evaluated"`
+	StopType        string        `json:"stop_type,omitempty"`
+	StoppingWord    string        `json:"stopping_word"`
+	Truncated       bool          `json:"truncated"`
+	Timings         *llamaTimings `json:"timings,omitempty"`
+}
+
+func (s *Server) llamaCompletion(w http.ResponseWriter, r *http.Request) {
+	var req llamaCompletionRequest
+	if e := s.decode(w, r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	if e := s.checkModel(req.Model); e != nil {
+		writeError(w, e)
+		return
+	}
+	prompts, _, e := s.parsePrompt(req.Prompt, false)
+	var maxTok int
+	if e == nil {
+		maxTok, e = s.maxTokens("n_predict", req.NPredict, true)
+	}
+	if e == nil && req.NProbs != 0 {
+		e = badRequest("n_probs", "n_probs (top alternatives) is not supported")
+	}
+	var opts llm.GenerateOptions
+	if e == nil {
+		opts, e = req.options(maxTok)
+	}
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	var stream *sse
+	if req.Stream {
+		stream = newSSE(w)
+	}
+	var content []byte
+	var tokens []int32
+	st, promptTime, ae := s.generate(r.Context(), prompts[0], opts, func(p llm.Piece) error {
+		if p.Token >= 0 {
+			tokens = append(tokens, p.Token)
+		}
+		if stream != nil {
+			if p.Text == "" {
+				return nil
+			}
+			toks := []int32{}
+			if p.Token >= 0 {
+				toks = []int32{p.Token}
+			}
+			return stream.send(llamaCompletionResponse{Content: p.Text, Tokens: toks, TokensPredicted: len(tokens), TokensEvaluated: len(prompts[0])})
+		}
+		content = append(content, p.Text...)
+		return nil
+	})
+	if ae != nil {
+		if stream != nil {
+			stream.fail(ae)
+		} else if ae.Status != statusClientGone {
+			writeError(w, ae)
+		}
+		return
+	}
+	res := llamaCompletionResponse{Content: string(content), Tokens: tokens, Stop: true, Model: s.name,
+		TokensPredicted: st.Tokens, TokensEvaluated: st.PromptTokens, StoppingWord: st.StopString}
+	if res.Tokens == nil {
+		res.Tokens = []int32{}
+	}
+	switch st.Stop {
+	case llm.StopEOS:
+		res.StopType = "eos"
+	case llm.StopString:
+		res.StopType = "word"
+	default:
+		res.StopType = "limit"
+	}
+	t := &llamaTimings{PromptN: st.PromptTokens, PromptMS: ms(promptTime.Seconds()), PredictedN: st.Tokens, PredictedMS: ms(st.GenTime.Seconds())}
+	if t.PromptN > 0 && t.PromptMS > 0 {
+		t.PromptPerTokenMS, t.PromptPerSecond = t.PromptMS/float64(t.PromptN), 1e3*float64(t.PromptN)/t.PromptMS
+	}
+	if t.PredictedN > 0 && t.PredictedMS > 0 {
+		t.PredictedPerTokenMS, t.PredictedPerSecond = t.PredictedMS/float64(t.PredictedN), 1e3*float64(t.PredictedN)/t.PredictedMS
+	}
+	res.Timings = t
+	if stream != nil {
+		res.Content = ""
+		res.Tokens = []int32{}
+		stream.send(res)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func ms(sec float64) float64 { return sec * 1e3 }

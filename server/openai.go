@@ -1,0 +1,475 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gorun-dev/gorun/llm"
+)
+
+type streamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+type usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+// completionRequest is OpenAI's POST /v1/completions body.
+type completionRequest struct {
+	Model         string          `json:"model"`
+	Prompt        json.RawMessage `json:"prompt"`
+	MaxTokens     *int            `json:"max_tokens"`
+	N             *int            `json:"n"`
+	BestOf        *int            `json:"best_of"`
+	Stream        bool            `json:"stream"`
+	StreamOptions *streamOptions  `json:"stream_options"`
+	Logprobs      *int            `json:"logprobs"`
+	Echo          bool            `json:"echo"`
+	Suffix        *string         `json:"suffix"`
+	User          string          `json:"user"`
+	sampling
+}
+
+// completionLogprobs is a choice's logprobs in the completions API.
+type completionLogprobs struct {
+	Tokens        []string             `json:"tokens"`
+	TokenLogprobs []float32            `json:"token_logprobs"`
+	TopLogprobs   []map[string]float32 `json:"top_logprobs"`
+	TextOffset    []int                `json:"text_offset"`
+}
+
+type completionChoice struct {
+	Text         string              `json:"text"`
+	Index        int                 `json:"index"`
+	Logprobs     *completionLogprobs `json:"logprobs"`
+	FinishReason *string             `json:"finish_reason"`
+}
+
+type completionResponse struct {
+	ID                string             `json:"id"`
+	Object            string             `json:"object"`
+	Created           int64              `json:"created"`
+	Model             string             `json:"model"`
+	SystemFingerprint string             `json:"system_fingerprint"`
+	Choices           []completionChoice `json:"choices"`
+	Usage             *usage             `json:"usage,omitempty"`
+}
+
+const fingerprint = "gorun"
+
+func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
+	var req completionRequest
+	if e := s.decode(w, r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	if e := s.checkModel(req.Model); e != nil {
+		writeError(w, e)
+		return
+	}
+	prompts, texts, e := s.parsePrompt(req.Prompt, true)
+	if e == nil {
+		e = s.completionChecks(&req)
+	}
+	var n, maxTok int
+	if e == nil {
+		n, e = s.choiceCount(req.N, len(prompts))
+	}
+	if e == nil {
+		maxTok, e = s.maxTokens("max_tokens", req.MaxTokens, false)
+	}
+	var opts llm.GenerateOptions
+	if e == nil {
+		opts, e = req.options(maxTok)
+	}
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	wantLogprobs := req.Logprobs != nil
+	tok := s.model.Tokenizer()
+	resp := completionResponse{ID: newID("cmpl-"), Object: "text_completion", Created: time.Now().Unix(), Model: s.name, SystemFingerprint: fingerprint}
+	var u usage
+	var stream *sse
+	if req.Stream {
+		stream = newSSE(w)
+	}
+	for pi, prompt := range prompts {
+		u.PromptTokens += len(prompt)
+		for j := range n {
+			index := pi*n + j
+			var text strings.Builder
+			var lp *completionLogprobs
+			if wantLogprobs {
+				lp = &completionLogprobs{Tokens: []string{}, TokenLogprobs: []float32{}, TextOffset: []int{}}
+			}
+			offset := 0
+			if req.Echo {
+				text.WriteString(texts[pi])
+				offset = len(texts[pi])
+				if stream != nil {
+					if err := stream.send(completionChunk(&resp, index, texts[pi], nil, nil)); err != nil {
+						return
+					}
+				}
+			}
+			st, _, ae := s.generate(r.Context(), prompt, choiceSeed(opts, j), func(p llm.Piece) error {
+				var plp *completionLogprobs
+				if wantLogprobs && p.Token >= 0 {
+					piece := tok.Decode([]int32{p.Token})
+					plp = &completionLogprobs{Tokens: []string{piece}, TokenLogprobs: []float32{p.LogProb}, TextOffset: []int{offset}}
+					offset += len(piece)
+				}
+				if stream != nil {
+					if p.Text == "" && plp == nil {
+						return nil
+					}
+					return stream.send(completionChunk(&resp, index, p.Text, plp, nil))
+				}
+				text.WriteString(p.Text)
+				if plp != nil {
+					lp.Tokens = append(lp.Tokens, plp.Tokens...)
+					lp.TokenLogprobs = append(lp.TokenLogprobs, plp.TokenLogprobs...)
+					lp.TextOffset = append(lp.TextOffset, plp.TextOffset...)
+				}
+				return nil
+			})
+			if ae != nil {
+				if stream != nil {
+					stream.fail(ae)
+				} else if ae.Status != statusClientGone {
+					writeError(w, ae)
+				}
+				return
+			}
+			u.CompletionTokens += st.Tokens
+			fr := finishReason(st)
+			if stream != nil {
+				if err := stream.send(completionChunk(&resp, index, "", nil, &fr)); err != nil {
+					return
+				}
+				continue
+			}
+			resp.Choices = append(resp.Choices, completionChoice{Text: text.String(), Index: index, Logprobs: lp, FinishReason: &fr})
+		}
+	}
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	if stream != nil {
+		if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
+			last := resp
+			last.Choices = []completionChoice{}
+			last.Usage = &u
+			if stream.send(last) != nil {
+				return
+			}
+		}
+		stream.done()
+		return
+	}
+	resp.Usage = &u
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// completionChecks refuses the completions parameters gorun does not implement.
+func (s *Server) completionChecks(req *completionRequest) *apiError {
+	switch {
+	case req.Logprobs != nil && (*req.Logprobs < 0 || *req.Logprobs > 5):
+		return badRequest("logprobs", "logprobs = %d is outside [0, 5]", *req.Logprobs)
+	case req.Logprobs != nil && *req.Logprobs > 0:
+		return badRequest("logprobs", "gorun reports the log-probability of each generated token (logprobs: 0), not the top alternatives")
+	case req.Logprobs != nil && req.Echo:
+		return badRequest("echo", "echo with logprobs (the prompt's log-probabilities) is not supported")
+	case req.BestOf != nil && (req.N == nil && *req.BestOf != 1 || req.N != nil && *req.BestOf != *req.N):
+		return badRequest("best_of", "best_of is not supported (only best_of = n)")
+	case req.Suffix != nil && *req.Suffix != "":
+		return badRequest("suffix", "suffix (insertion) is not supported")
+	case req.StreamOptions != nil && !req.Stream:
+		return badRequest("stream_options", "stream_options is only allowed with stream: true")
+	}
+	return nil
+}
+
+func completionChunk(resp *completionResponse, index int, text string, lp *completionLogprobs, finish *string) completionResponse {
+	c := *resp
+	c.Choices = []completionChoice{{Text: text, Index: index, Logprobs: lp, FinishReason: finish}}
+	return c
+}
+
+// chatRequest is OpenAI's POST /v1/chat/completions body.
+type chatRequest struct {
+	Model               string          `json:"model"`
+	Messages            []chatMessage   `json:"messages"`
+	MaxTokens           *int            `json:"max_tokens"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	N                   *int            `json:"n"`
+	Stream              bool            `json:"stream"`
+	StreamOptions       *streamOptions  `json:"stream_options"`
+	Logprobs            *bool           `json:"logprobs"`
+	TopLogprobs         *int            `json:"top_logprobs"`
+	User                string          `json:"user"`
+	ResponseFormat      json.RawMessage `json:"response_format"`
+	sampling
+}
+
+type chatMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+	Name    string          `json:"name"`
+}
+
+// chatTurn is a message as the chat template sees it.
+type chatTurn struct {
+	Role    string
+	Content string
+}
+
+type chatLogprob struct {
+	Token       string        `json:"token"`
+	Logprob     float32       `json:"logprob"`
+	Bytes       []int         `json:"bytes"`
+	TopLogprobs []chatLogprob `json:"top_logprobs"`
+}
+
+type chatLogprobs struct {
+	Content []chatLogprob `json:"content"`
+}
+
+type chatOut struct {
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
+}
+
+type chatChoice struct {
+	Index        int           `json:"index"`
+	Message      *chatOut      `json:"message,omitempty"`
+	Delta        *chatOut      `json:"delta,omitempty"`
+	Logprobs     *chatLogprobs `json:"logprobs"`
+	FinishReason *string       `json:"finish_reason"`
+}
+
+type chatResponse struct {
+	ID                string       `json:"id"`
+	Object            string       `json:"object"`
+	Created           int64        `json:"created"`
+	Model             string       `json:"model"`
+	SystemFingerprint string       `json:"system_fingerprint"`
+	Choices           []chatChoice `json:"choices"`
+	Usage             *usage       `json:"usage,omitempty"`
+}
+
+// renderChat makes a conversation's prompt with the chat template.
+func (s *Server) renderChat(turns []chatTurn) (string, error) {
+	var b bytes.Buffer
+	err := s.chat.Execute(&b, struct{ Messages []chatTurn }{turns})
+	return b.String(), err
+}
+
+// chatPrompt validates the messages and renders them.
+func (s *Server) chatPrompt(msgs []chatMessage) (string, *apiError) {
+	if len(msgs) == 0 {
+		return "", badRequest("messages", "messages must be a non-empty array")
+	}
+	norm := make([]chatTurn, len(msgs))
+	for i, m := range msgs {
+		switch m.Role {
+		case "system", "developer", "user", "assistant":
+		default:
+			return "", badRequest("messages", "messages[%d].role = %q (want system, developer, user or assistant)", i, m.Role)
+		}
+		text, ok := messageText(m.Content)
+		if !ok {
+			return "", badRequest("messages", "messages[%d].content must be a string or an array of text parts", i)
+		}
+		norm[i] = chatTurn{Role: m.Role, Content: text}
+	}
+	p, err := s.renderChat(norm)
+	if err != nil {
+		return "", &apiError{Status: 500, Message: "chat template: " + err.Error(), Type: "server_error"}
+	}
+	return p, nil
+}
+
+// messageText reads content: a string, null, or an array of {"type":"text","text":...}.
+func messageText(raw json.RawMessage) (string, bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", true
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, true
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(raw, &parts) != nil {
+		return "", false
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		if p.Type != "text" {
+			return "", false
+		}
+		b.WriteString(p.Text)
+	}
+	return b.String(), true
+}
+
+func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
+	var req chatRequest
+	if e := s.decode(w, r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	if e := s.checkModel(req.Model); e != nil {
+		writeError(w, e)
+		return
+	}
+	text, e := s.chatPrompt(req.Messages)
+	if e == nil {
+		e = chatChecks(&req)
+	}
+	var n, maxTok int
+	if e == nil {
+		n, e = s.choiceCount(req.N, 1)
+	}
+	if e == nil {
+		mt := req.MaxCompletionTokens
+		if mt == nil {
+			mt = req.MaxTokens
+		}
+		maxTok, e = s.maxTokens("max_tokens", mt, false)
+	}
+	var opts llm.GenerateOptions
+	if e == nil {
+		opts, e = req.options(maxTok)
+	}
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	opts.Stop = append(append([]string(nil), s.stops...), opts.Stop...)
+	tok := s.model.Tokenizer()
+	prompt := tok.Encode(text)
+	if len(prompt) >= s.model.ContextLength() {
+		writeError(w, &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "messages", Code: "context_length_exceeded", Message: promptTooLong(len(prompt), s.model.ContextLength())})
+		return
+	}
+	wantLogprobs := req.Logprobs != nil && *req.Logprobs
+	resp := chatResponse{ID: newID("chatcmpl-"), Object: "chat.completion", Created: time.Now().Unix(), Model: s.name, SystemFingerprint: fingerprint}
+	var stream *sse
+	if req.Stream {
+		resp.Object = "chat.completion.chunk"
+		stream = newSSE(w)
+	}
+	u := usage{PromptTokens: len(prompt)}
+	for j := range n {
+		var content strings.Builder
+		var lp *chatLogprobs
+		if wantLogprobs {
+			lp = &chatLogprobs{Content: []chatLogprob{}}
+		}
+		if stream != nil {
+			empty := ""
+			if err := stream.send(chatChunk(&resp, j, &chatOut{Role: "assistant", Content: &empty}, nil, nil)); err != nil {
+				return
+			}
+		}
+		begun := false // the answer's first text began (its leading space, after "Assistant:", is dropped)
+		st, _, ae := s.generate(r.Context(), prompt, choiceSeed(opts, j), func(p llm.Piece) error {
+			t := p.Text
+			if !begun && t != "" {
+				t = strings.TrimPrefix(t, " ")
+				begun = t != ""
+			}
+			var plp *chatLogprobs
+			if wantLogprobs && p.Token >= 0 {
+				b := tok.TokenBytes(p.Token)
+				ints := make([]int, len(b))
+				for i, c := range b {
+					ints[i] = int(c)
+				}
+				plp = &chatLogprobs{Content: []chatLogprob{{Token: string(b), Logprob: p.LogProb, Bytes: ints, TopLogprobs: []chatLogprob{}}}}
+			}
+			if stream != nil {
+				if t == "" && plp == nil {
+					return nil
+				}
+				return stream.send(chatChunk(&resp, j, &chatOut{Content: &t}, plp, nil))
+			}
+			content.WriteString(t)
+			if plp != nil {
+				lp.Content = append(lp.Content, plp.Content...)
+			}
+			return nil
+		})
+		if ae != nil {
+			if stream != nil {
+				stream.fail(ae)
+			} else if ae.Status != statusClientGone {
+				writeError(w, ae)
+			}
+			return
+		}
+		u.CompletionTokens += st.Tokens
+		fr := finishReason(st)
+		if stream != nil {
+			if err := stream.send(chatChunk(&resp, j, &chatOut{}, nil, &fr)); err != nil {
+				return
+			}
+			continue
+		}
+		c := content.String()
+		resp.Choices = append(resp.Choices, chatChoice{Index: j, Message: &chatOut{Role: "assistant", Content: &c}, Logprobs: lp, FinishReason: &fr})
+	}
+	u.TotalTokens = u.PromptTokens + u.CompletionTokens
+	if stream != nil {
+		if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
+			last := resp
+			last.Choices = []chatChoice{}
+			last.Usage = &u
+			if stream.send(last) != nil {
+				return
+			}
+		}
+		stream.done()
+		return
+	}
+	resp.Usage = &u
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func chatChecks(req *chatRequest) *apiError {
+	switch {
+	case req.TopLogprobs != nil && (*req.TopLogprobs < 0 || *req.TopLogprobs > 20):
+		return badRequest("top_logprobs", "top_logprobs = %d is outside [0, 20]", *req.TopLogprobs)
+	case req.TopLogprobs != nil && *req.TopLogprobs > 0:
+		return badRequest("top_logprobs", "gorun reports the log-probability of each generated token, not the top alternatives (top_logprobs must be 0)")
+	case req.TopLogprobs != nil && (req.Logprobs == nil || !*req.Logprobs):
+		return badRequest("top_logprobs", "top_logprobs needs logprobs: true")
+	case req.StreamOptions != nil && !req.Stream:
+		return badRequest("stream_options", "stream_options is only allowed with stream: true")
+	}
+	if rf := bytes.TrimSpace(req.ResponseFormat); len(rf) > 0 && string(rf) != "null" {
+		var f struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(rf, &f) != nil || f.Type != "text" {
+			return badRequest("response_format", "only response_format {\"type\": \"text\"} is supported")
+		}
+	}
+	return nil
+}
+
+func chatChunk(resp *chatResponse, index int, delta *chatOut, lp *chatLogprobs, finish *string) chatResponse {
+	c := *resp
+	c.Choices = []chatChoice{{Index: index, Delta: delta, Logprobs: lp, FinishReason: finish}}
+	return c
+}

@@ -1,0 +1,264 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"net/http"
+
+	"github.com/gorun-dev/gorun/llm"
+)
+
+// sampling are the generation parameters the completion endpoints share (OpenAI's names,
+// with llama-server's extensions top_k, min_p, repeat_penalty, repeat_last_n, ignore_eos).
+type sampling struct {
+	Temperature      *float64           `json:"temperature"`
+	TopP             *float64           `json:"top_p"`
+	TopK             *int               `json:"top_k"`
+	MinP             *float64           `json:"min_p"`
+	RepeatPenalty    *float64           `json:"repeat_penalty"`
+	RepeatLastN      *int               `json:"repeat_last_n"`
+	Seed             *int64             `json:"seed"`
+	PresencePenalty  *float64           `json:"presence_penalty"`
+	FrequencyPenalty *float64           `json:"frequency_penalty"`
+	LogitBias        map[string]float64 `json:"logit_bias"`
+	Stop             json.RawMessage    `json:"stop"`
+	IgnoreEOS        bool               `json:"ignore_eos"`
+}
+
+// seedZero is the library seed a request's seed 0 stands for (the library's 0 means random).
+const seedZero = 0x5eed
+
+// maxStops bounds the stop strings of a request.
+const maxStops = 16
+
+// options validates the parameters and converts them to the library's. Parameters left out
+// take llama.cpp's defaults (temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, no repetition
+// penalty), as llama-server does. maxTokens < 0 is llm.NoLimit.
+func (p *sampling) options(maxTokens int) (llm.GenerateOptions, *apiError) {
+	o := llm.GenerateOptions{MaxTokens: maxTokens, IgnoreEOS: p.IgnoreEOS}
+	if maxTokens < 0 {
+		o.MaxTokens = llm.NoLimit
+	}
+	so := &o.Sample
+	so.Temperature = 0.8
+	finite := func(name string, v *float64, lo, hi float64) *apiError {
+		if v != nil && (math.IsNaN(*v) || *v < lo || *v > hi) {
+			return badRequest(name, "%s = %v is outside [%v, %v]", name, *v, lo, hi)
+		}
+		return nil
+	}
+	for _, c := range []struct {
+		name   string
+		v      *float64
+		lo, hi float64
+	}{
+		{"temperature", p.Temperature, 0, 2},
+		{"top_p", p.TopP, 0, 1},
+		{"min_p", p.MinP, 0, 1},
+		{"repeat_penalty", p.RepeatPenalty, 1e-6, 100},
+		{"presence_penalty", p.PresencePenalty, -2, 2},
+		{"frequency_penalty", p.FrequencyPenalty, -2, 2},
+	} {
+		if e := finite(c.name, c.v, c.lo, c.hi); e != nil {
+			return o, e
+		}
+	}
+	if p.Temperature != nil {
+		so.Temperature = float32(*p.Temperature)
+	}
+	if p.TopP != nil {
+		so.TopP = float32(*p.TopP)
+		if so.TopP == 0 { // keep only the most likely token (the library's 0 means its default)
+			so.TopP = 1e-9
+		}
+	}
+	if p.TopK != nil {
+		switch {
+		case *p.TopK < 0:
+			return o, badRequest("top_k", "top_k = %d is negative (0 turns it off)", *p.TopK)
+		case *p.TopK == 0:
+			so.TopK = llm.NoTopK
+		default:
+			so.TopK = *p.TopK
+		}
+	}
+	if p.MinP != nil {
+		so.MinP = float32(*p.MinP)
+		if so.MinP == 0 {
+			so.MinP = llm.NoMinP
+		}
+	}
+	if p.RepeatPenalty != nil {
+		so.RepeatPenalty = float32(*p.RepeatPenalty)
+	}
+	if p.RepeatLastN != nil {
+		switch {
+		case *p.RepeatLastN < -1:
+			return o, badRequest("repeat_last_n", "repeat_last_n = %d (want -1 for the whole context, 0 for off, or a count)", *p.RepeatLastN)
+		case *p.RepeatLastN == -1:
+			so.RepeatLastN = llm.WholeContext
+		case *p.RepeatLastN == 0:
+			so.RepeatPenalty = 1
+		default:
+			so.RepeatLastN = *p.RepeatLastN
+		}
+	}
+	if p.Seed != nil {
+		switch {
+		case *p.Seed == -1: // random, as llama-server's default
+		case *p.Seed < 0:
+			return o, badRequest("seed", "seed = %d (want -1 for a random seed, or a seed >= 0)", *p.Seed)
+		case *p.Seed == 0:
+			so.Seed = seedZero
+		default:
+			so.Seed = uint64(*p.Seed)
+		}
+	}
+	// The library's sampler has no presence or frequency penalty and no logit bias: refuse
+	// them rather than ignore them.
+	if p.PresencePenalty != nil && *p.PresencePenalty != 0 {
+		return o, badRequest("presence_penalty", "presence_penalty is not supported by gorun (use repeat_penalty); only 0 is accepted")
+	}
+	if p.FrequencyPenalty != nil && *p.FrequencyPenalty != 0 {
+		return o, badRequest("frequency_penalty", "frequency_penalty is not supported by gorun (use repeat_penalty); only 0 is accepted")
+	}
+	if len(p.LogitBias) > 0 {
+		return o, badRequest("logit_bias", "logit_bias is not supported by gorun")
+	}
+	stops, e := parseStop(p.Stop)
+	if e != nil {
+		return o, e
+	}
+	o.Stop = stops
+	if err := so.Validate(); err != nil {
+		return o, badRequest("", "%v", err)
+	}
+	return o, nil
+}
+
+// parseStop reads stop: null, a string, or an array of strings.
+func parseStop(raw json.RawMessage) ([]string, *apiError) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var stops []string
+	var one string
+	if json.Unmarshal(raw, &one) == nil {
+		stops = []string{one}
+	} else if err := json.Unmarshal(raw, &stops); err != nil {
+		return nil, badRequest("stop", "stop must be a string or an array of strings")
+	}
+	if len(stops) > maxStops {
+		return nil, badRequest("stop", "%d stop strings (at most %d)", len(stops), maxStops)
+	}
+	for _, s := range stops {
+		if s == "" {
+			return nil, badRequest("stop", "stop strings must not be empty")
+		}
+	}
+	return stops, nil
+}
+
+// maxTokens resolves a request's token limit: absent takes the server's default; 0 generates
+// nothing; negative is refused (llamaStyle accepts -1, until the context is full).
+func (s *Server) maxTokens(name string, v *int, llamaStyle bool) (int, *apiError) {
+	switch {
+	case v == nil:
+		return s.cfg.DefaultMaxTokens, nil
+	case *v == -1 && llamaStyle:
+		return llm.NoLimit, nil
+	case *v < 0:
+		return 0, badRequest(name, "%s = %d is negative", name, *v)
+	}
+	return *v, nil
+}
+
+// choiceCount checks n against the number of prompts.
+func (s *Server) choiceCount(n *int, prompts int) (int, *apiError) {
+	k := 1
+	if n != nil {
+		k = *n
+	}
+	if k < 1 || k*prompts > s.cfg.MaxChoices {
+		return 0, badRequest("n", "n = %d with %d prompt(s): want 1 to %d choices in all", k, prompts, s.cfg.MaxChoices)
+	}
+	return k, nil
+}
+
+// choiceSeed varies a given seed per choice, so that n choices differ.
+func choiceSeed(o llm.GenerateOptions, i int) llm.GenerateOptions {
+	if o.Sample.Seed != 0 && i > 0 {
+		o.Sample.Seed += uint64(i)
+		if o.Sample.Seed == 0 {
+			o.Sample.Seed = seedZero
+		}
+	}
+	return o
+}
+
+// tokenPrompt reads a prompt: a string, an array of token ids, or (many) an array of strings
+// or of token-id arrays. It returns the token ids and the text of each prompt.
+func (s *Server) parsePrompt(raw json.RawMessage, many bool) ([][]int32, []string, *apiError) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil, badRequest("prompt", "prompt is required")
+	}
+	tok := s.model.Tokenizer()
+	var texts []string
+	var ids [][]int32
+	var one string
+	var oneIDs []int32
+	var manyTexts []string
+	var manyIDs [][]int32
+	switch {
+	case json.Unmarshal(raw, &one) == nil:
+		texts = []string{one}
+	case json.Unmarshal(raw, &oneIDs) == nil && len(oneIDs) > 0:
+		ids = [][]int32{oneIDs}
+	case many && json.Unmarshal(raw, &manyTexts) == nil && len(manyTexts) > 0:
+		texts = manyTexts
+	case many && json.Unmarshal(raw, &manyIDs) == nil && len(manyIDs) > 0:
+		ids = manyIDs
+	default:
+		return nil, nil, badRequest("prompt", "prompt must be a string, an array of token ids, or a non-empty array of those")
+	}
+	V := int32(tok.VocabSize())
+	if texts != nil {
+		for _, t := range texts {
+			ids = append(ids, tok.Encode(t))
+		}
+	} else {
+		for _, p := range ids {
+			if len(p) == 0 {
+				return nil, nil, badRequest("prompt", "a prompt of token ids is empty")
+			}
+			for _, id := range p {
+				if id < 0 || id >= V {
+					return nil, nil, badRequest("prompt", "token id %d is outside the vocabulary of %d", id, V)
+				}
+			}
+			texts = append(texts, tok.Decode(p))
+		}
+	}
+	for i, p := range ids {
+		if len(p) == 0 { // as the library does: unconditional text starts at end-of-text
+			ids[i] = []int32{tok.EOS()}
+		}
+		if len(ids[i]) >= s.model.ContextLength() {
+			return nil, nil, &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "prompt", Code: "context_length_exceeded",
+				Message: promptTooLong(len(ids[i]), s.model.ContextLength())}
+		}
+	}
+	return ids, texts, nil
+}
+
+func promptTooLong(n, ctx int) string {
+	return "the prompt has " + itoa(n) + " tokens and the context holds " + itoa(ctx) + " (leave room for at least one generated token)"
+}
+
+func itoa(n int) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}

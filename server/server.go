@@ -1,0 +1,322 @@
+// Package server is gorun's HTTP server: OpenAI's completions and chat completions APIs
+// (streaming as server-sent events), model list and health, and llama-server's /tokenize,
+// /detokenize and /completion, over one model shared by concurrent requests.
+//
+// Each request runs in a slot: one llm.Session of the model. Slots generate at the same time
+// (the library computes their tokens together, one forward pass per step); a request that
+// finds every slot busy waits in a bounded queue, and gets 503 when the queue is full. A
+// slot keeps its context after a request, and the next request whose prompt begins the same
+// way reuses the cached prefix. A client that disconnects cancels its generation, which stops
+// before its next token and frees the slot.
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/gorun-dev/gorun/llm"
+)
+
+// DefaultChatTemplate is the plain-text conversation format GPT-2 gets (it has no chat
+// template of its own): a system message as a first paragraph, then one line per turn
+// ("User: ...", "Assistant: ..."), ending with "Assistant:" for the model to complete.
+// Generation stops at DefaultChatStop (the model starting the user's next turn).
+const DefaultChatTemplate = `{{range .Messages}}{{if eq .Role "system" "developer"}}{{.Content}}
+
+{{else if eq .Role "assistant"}}Assistant: {{.Content}}
+{{else}}User: {{.Content}}
+{{end}}{{end}}Assistant:`
+
+// DefaultChatStop ends a chat answer where the model begins the user's next turn.
+var DefaultChatStop = []string{"\nUser:"}
+
+// Config configures a Server.
+type Config struct {
+	Model *llm.Model
+	// ModelName is the id /v1/models lists and requests name (default "gorun").
+	ModelName string
+	// Parallel is the number of slots: requests generating at the same time (default 4).
+	Parallel int
+	// Queue is the most requests waiting for a slot; more get 503 (default 64; < 0: none).
+	Queue int
+	// APIKey, when set, is required as "Authorization: Bearer KEY" (except on /health).
+	APIKey string
+	// ChatTemplate is a text/template over {{.Messages}} (each with .Role and .Content) that
+	// makes a chat's prompt (default DefaultChatTemplate).
+	ChatTemplate string
+	// ChatStop are stop strings every chat request has (nil: DefaultChatStop with the default
+	// template, none with another; an empty non-nil slice: none).
+	ChatStop []string
+	// DefaultMaxTokens is what an absent max_tokens means (0: llm.DefaultMaxTokens; llm.NoLimit:
+	// until end of text, a stop string or a full context).
+	DefaultMaxTokens int
+	// MaxBodyBytes limits request bodies (default 4 MiB); a larger one gets 413.
+	MaxBodyBytes int64
+	// MaxChoices bounds n times the number of prompts of one request (default 16).
+	MaxChoices int
+}
+
+// Server serves one model over HTTP. It is an http.Handler.
+type Server struct {
+	cfg     Config
+	model   *llm.Model
+	name    string
+	chat    *template.Template
+	stops   []string
+	pool    *pool
+	mux     *http.ServeMux
+	created int64
+}
+
+// New makes a server and the sessions of its slots.
+func New(cfg Config) (*Server, error) {
+	if cfg.Model == nil {
+		return nil, errors.New("server: no model")
+	}
+	if cfg.ModelName == "" {
+		cfg.ModelName = "gorun"
+	}
+	if cfg.Parallel == 0 {
+		cfg.Parallel = 4
+	}
+	if cfg.Parallel < 0 || cfg.Parallel > 1024 {
+		return nil, fmt.Errorf("server: %d parallel slots (want 1 to 1024)", cfg.Parallel)
+	}
+	if cfg.Queue == 0 {
+		cfg.Queue = 64
+	}
+	if cfg.Queue < 0 {
+		cfg.Queue = 0
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 4 << 20
+	}
+	if cfg.MaxChoices <= 0 {
+		cfg.MaxChoices = 16
+	}
+	if cfg.DefaultMaxTokens == 0 {
+		cfg.DefaultMaxTokens = llm.DefaultMaxTokens
+	}
+	if cfg.DefaultMaxTokens < 0 {
+		cfg.DefaultMaxTokens = llm.NoLimit
+	}
+	s := &Server{cfg: cfg, model: cfg.Model, name: cfg.ModelName, created: time.Now().Unix()}
+	tmpl := cfg.ChatTemplate
+	s.stops = cfg.ChatStop
+	if tmpl == "" {
+		tmpl = DefaultChatTemplate
+		if s.stops == nil {
+			s.stops = DefaultChatStop
+		}
+	}
+	var err error
+	if s.chat, err = template.New("chat").Option("missingkey=error").Parse(tmpl); err != nil {
+		return nil, fmt.Errorf("server: chat template: %w", err)
+	}
+	if _, err := s.renderChat([]chatTurn{{Role: "system", Content: "s"}, {Role: "user", Content: "u"}, {Role: "assistant", Content: "a"}}); err != nil {
+		return nil, fmt.Errorf("server: chat template: %w", err)
+	}
+	for _, st := range s.stops {
+		if st == "" {
+			return nil, errors.New("server: empty chat stop string")
+		}
+	}
+	if s.pool, err = newPool(cfg.Model, cfg.Parallel, cfg.Queue); err != nil {
+		return nil, err
+	}
+	s.routes()
+	return s, nil
+}
+
+// Close releases the slots' sessions (not the model). Requests still running fail.
+func (s *Server) Close() error {
+	s.pool.close()
+	return nil
+}
+
+// Stats reports the slots: how many are generating and how many requests wait.
+func (s *Server) Stats() (busy, queued int) { return s.pool.stats() }
+
+func (s *Server) routes() {
+	m := http.NewServeMux()
+	m.HandleFunc("GET /health", s.health)
+	m.HandleFunc("GET /v1/health", s.health)
+	m.HandleFunc("GET /v1/models", s.auth(s.models))
+	m.HandleFunc("GET /models", s.auth(s.models))
+	m.HandleFunc("POST /v1/completions", s.auth(s.completions))
+	m.HandleFunc("POST /completions", s.auth(s.completions))
+	m.HandleFunc("POST /v1/chat/completions", s.auth(s.chatCompletions))
+	m.HandleFunc("POST /chat/completions", s.auth(s.chatCompletions))
+	m.HandleFunc("POST /completion", s.auth(s.llamaCompletion))
+	m.HandleFunc("POST /tokenize", s.auth(s.tokenize))
+	m.HandleFunc("POST /detokenize", s.auth(s.detokenize))
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &apiError{Status: http.StatusNotFound, Message: fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path), Type: "not_found_error"})
+	})
+	s.mux = m
+}
+
+// ServeHTTP routes a request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			writeError(w, &apiError{Status: 500, Message: fmt.Sprintf("internal error: %v", v), Type: "server_error"})
+		}
+	}()
+	s.mux.ServeHTTP(w, r)
+}
+
+func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
+	if s.cfg.APIKey == "" {
+		return h
+	}
+	want := []byte("Bearer " + s.cfg.APIKey)
+	return func(w http.ResponseWriter, r *http.Request) {
+		got := []byte(r.Header.Get("Authorization"))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="gorun"`)
+			writeError(w, &apiError{Status: http.StatusUnauthorized, Message: "invalid or missing API key (send Authorization: Bearer KEY)", Type: "invalid_request_error", Code: "invalid_api_key"})
+			return
+		}
+		h(w, r)
+	}
+}
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	busy, queued := s.pool.stats()
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok", "slots_busy": busy, "slots_total": s.cfg.Parallel, "queued": queued})
+}
+
+func (s *Server) models(w http.ResponseWriter, r *http.Request) {
+	hp := s.model.Hparams()
+	writeJSON(w, http.StatusOK, map[string]any{
+		"object": "list",
+		"data": []map[string]any{{
+			"id": s.name, "object": "model", "created": s.created, "owned_by": "gorun",
+			"meta": map[string]any{"n_vocab": hp.NVocab, "n_ctx_train": hp.NCtx, "n_embd": hp.NEmbd, "n_ctx": s.model.ContextLength()},
+		}},
+	})
+}
+
+// checkModel accepts the server's model name, or none.
+func (s *Server) checkModel(name string) *apiError {
+	if name == "" || name == s.name {
+		return nil
+	}
+	return &apiError{Status: http.StatusBadRequest, Message: fmt.Sprintf("the model %q does not exist (this server has %q)", name, s.name), Type: "invalid_request_error", Param: "model", Code: "model_not_found"}
+}
+
+// apiError is an error response in OpenAI's format.
+type apiError struct {
+	Status  int
+	Message string
+	Type    string
+	Param   string
+	Code    string
+}
+
+func (e *apiError) Error() string { return e.Message }
+
+func (e *apiError) body() map[string]any {
+	inner := map[string]any{"message": e.Message, "type": e.Type, "param": nil, "code": nil}
+	if e.Param != "" {
+		inner["param"] = e.Param
+	}
+	if e.Code != "" {
+		inner["code"] = e.Code
+	}
+	return map[string]any{"error": inner}
+}
+
+// badRequest is a 400 invalid_request_error about a parameter.
+func badRequest(param, format string, a ...any) *apiError {
+	return &apiError{Status: http.StatusBadRequest, Message: fmt.Sprintf(format, a...), Type: "invalid_request_error", Param: param}
+}
+
+func writeError(w http.ResponseWriter, e *apiError) {
+	if e.Type == "" {
+		e.Type = "invalid_request_error"
+	}
+	writeJSON(w, e.Status, e.body())
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = 500
+		b = []byte(`{"error":{"message":"encoding the response failed","type":"server_error","param":null,"code":null}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(append(b, '\n'))
+}
+
+// decode reads a JSON request body into v (whatever the Content-Type, as llama-server does),
+// refusing unknown fields, trailing data and bodies over the limit.
+func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) *apiError {
+	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		var extra json.RawMessage
+		if dec.Decode(&extra) == nil {
+			err = errors.New("data after the JSON object")
+		}
+	}
+	if err == nil {
+		return nil
+	}
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return &apiError{Status: http.StatusRequestEntityTooLarge, Message: fmt.Sprintf("request body over %d bytes", mbe.Limit), Type: "invalid_request_error"}
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return badRequest(te.Field, "invalid JSON: %s must be %s, not %s", te.Field, jsonType(te.Type.Kind().String()), te.Value)
+	}
+	if strings.HasPrefix(err.Error(), "json: unknown field") {
+		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+		return badRequest(field, "unsupported parameter %q", field)
+	}
+	if errors.Is(err, context.Canceled) {
+		return &apiError{Status: http.StatusBadRequest, Message: "request cancelled", Type: "invalid_request_error"}
+	}
+	return badRequest("", "invalid JSON body: %v", err)
+}
+
+func jsonType(kind string) string {
+	switch {
+	case strings.HasPrefix(kind, "int"), strings.HasPrefix(kind, "uint"):
+		return "an integer"
+	case strings.HasPrefix(kind, "float"):
+		return "a number"
+	case kind == "string":
+		return "a string"
+	case kind == "bool":
+		return "a boolean"
+	case kind == "slice":
+		return "an array"
+	case kind == "map", kind == "struct":
+		return "an object"
+	}
+	return "another type"
+}
+
+func newID(prefix string) string {
+	var b [12]byte
+	rand.Read(b[:])
+	return prefix + hex.EncodeToString(b[:])
+}
