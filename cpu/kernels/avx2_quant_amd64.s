@@ -696,59 +696,83 @@ k4x4a2done:
 	VZEROUPPER
 	RET
 
-// K5VEC(p, QB, HB, NOP, NSRC, HOP, HSH, XO, ACC): as K4VEC, or'ing in the fifth bit from the
-// qh bytes at HB(p), moved to position 4 by HOP HSH (Y14 = 16).
-#define K5VEC(p, QB, HB, NOP, NSRC, HOP, HSH, XO, ACC) \
-	VPMOVZXBD   QB(p), Y8 ; \
-	VPMOVZXBD   HB(p), Y9 ; \
-	NOP         NSRC, Y8, Y8 ; \
-	HOP         HSH, Y9, Y9 ; \
-	VPAND       Y14, Y9, Y9 ; \
-	VPOR        Y9, Y8, Y8 ; \
+// Q5_K and Q6_K assemble their quants 32 at a time with byte operations (word shifts, whose
+// spill into the neighbouring byte the masks remove), store them in the frame, and widen them
+// 8 at a time from there: fewer operations per value than widening first.
+
+// K5BYTES(p, Q, LOP, LSH, HOP, HSH, B): chunk c of the Q5_K row at p: the 32 low nibbles of
+// the qs bytes at Q(p) with bit 2c of qh (moved to bit 4 by LOP LSH) to B(SP), the high
+// nibbles with bit 2c+1 (HOP HSH) to B+32(SP). Y15 = 0x0f, Y14 = 0x10 in every byte.
+#define K5BYTES(p, Q, LOP, LSH, HOP, HSH, B) \
+	VMOVDQU Q(p), Y8 ; \
+	VMOVDQU 16(p), Y9 ; \
+	VPAND   Y15, Y8, Y10 ; \
+	LOP     LSH, Y9, Y11 ; \
+	VPAND   Y14, Y11, Y11 ; \
+	VPOR    Y11, Y10, Y10 ; \
+	VMOVDQU Y10, B(SP) ; \
+	VPSRLW  $4, Y8, Y10 ; \
+	VPAND   Y15, Y10, Y10 ; \
+	HOP     HSH, Y9, Y11 ; \
+	VPAND   Y14, Y11, Y11 ; \
+	VPOR    Y11, Y10, Y10 ; \
+	VMOVDQU Y10, B+32(SP)
+
+// KV(B, XO, ACC): 8 quants (bytes at B(SP)) times Y12 minus Y13, times x at XO(SI).
+#define KV(B, XO, ACC) \
+	VPMOVZXBD   B(SP), Y8 ; \
 	VCVTDQ2PS   Y8, Y8 ; \
 	VMULPS      Y12, Y8, Y8 ; \
 	VSUBPS      Y13, Y8, Y8 ; \
 	VFMADD231PS XO(SI), Y8, ACC
 
-#define K5HALF(p, Q, SC, NOP, NSRC, HOP, HSH, XO, ACCL, ACCH) \
+// KSUB(B, SC, XO, ACCL, ACCH): one sub-block's 32 values (scale SC(SP), offset SC+32(SP)).
+#define KSUB(B, SC, XO, ACCL, ACCH) \
 	VBROADCASTSS SC(SP), Y12 ; \
 	VBROADCASTSS SC+32(SP), Y13 ; \
-	K5VEC(p, Q, 16, NOP, NSRC, HOP, HSH, XO, ACCL) ; \
-	K5VEC(p, Q+8, 24, NOP, NSRC, HOP, HSH, XO+32, ACCH) ; \
-	K5VEC(p, Q+16, 32, NOP, NSRC, HOP, HSH, XO+64, ACCL) ; \
-	K5VEC(p, Q+24, 40, NOP, NSRC, HOP, HSH, XO+96, ACCH)
+	KV(B, XO, ACCL) ; \
+	KV(B+8, XO+32, ACCH) ; \
+	KV(B+16, XO+64, ACCL) ; \
+	KV(B+24, XO+96, ACCH)
 
-// K5ROWCHUNK: chunk c's bits are 2c (LOP LSH moves it to 4) and 2c+1 (HOP HSH).
-#define K5ROWCHUNK(p, Q, SC, XO, LOP, LSH, HOP, HSH, ACCL, ACCH) \
-	K5HALF(p, Q, SC, VPAND, Y15, LOP, LSH, XO, ACCL, ACCH) ; \
-	K5HALF(p, Q, SC+4, VPSRLD, $4, HOP, HSH, XO+128, ACCL, ACCH)
+#define K5ROWCHUNK(p, Q, SC, XO, LOP, LSH, HOP, HSH, B, ACCL, ACCH) \
+	K5BYTES(p, Q, LOP, LSH, HOP, HSH, B) ; \
+	KSUB(B, SC, XO, ACCL, ACCH) ; \
+	KSUB(B+32, SC+4, XO+128, ACCL, ACCH)
 
+// The quants of rows 0 and 2 go to the frame at 256, rows 1 and 3 at 320.
 #define K5CHUNK4(c, LOP, LSH, HOP, HSH) \
-	K5ROWCHUNK(DI, 48+32*c, 8*c, 256*c, LOP, LSH, HOP, HSH, Y0, Y1) ; \
-	K5ROWCHUNK(R8, 48+32*c, 64+8*c, 256*c, LOP, LSH, HOP, HSH, Y2, Y3) ; \
-	K5ROWCHUNK(R9, 48+32*c, 128+8*c, 256*c, LOP, LSH, HOP, HSH, Y4, Y5) ; \
-	K5ROWCHUNK(R10, 48+32*c, 192+8*c, 256*c, LOP, LSH, HOP, HSH, Y6, Y7)
+	K5ROWCHUNK(DI, 48+32*c, 8*c, 256*c, LOP, LSH, HOP, HSH, 256, Y0, Y1) ; \
+	K5ROWCHUNK(R8, 48+32*c, 64+8*c, 256*c, LOP, LSH, HOP, HSH, 320, Y2, Y3) ; \
+	K5ROWCHUNK(R9, 48+32*c, 128+8*c, 256*c, LOP, LSH, HOP, HSH, 256, Y4, Y5) ; \
+	K5ROWCHUNK(R10, 48+32*c, 192+8*c, 256*c, LOP, LSH, HOP, HSH, 320, Y6, Y7)
+
+// BCASTB(v, X, Y): the byte v in every byte of Y (uses AX).
+#define BCASTB(v, X, Y) \
+	MOVL         $v, AX ; \
+	VMOVD        AX, X ; \
+	VPBROADCASTB X, Y
 
 // func matvecQ5_Kx4AVX2(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32)
-TEXT ·matvecQ5_Kx4AVX2(SB), NOSPLIT, $256-48
+TEXT ·matvecQ5_Kx4AVX2(SB), NOSPLIT, $384-48
 	MOVQ  x+0(FP), SI
 	MOVQ  w+8(FP), DI
 	MOVQ  ws+16(FP), BX
 	MOVQ  nb+24(FP), CX
 	MOVQ  tab+40(FP), DX
 	ROWS4(BX)
-	BCASTD(15, X15, Y15)
-	BCASTD(16, X14, Y14)
+	BCASTB(0x0f, X15, Y15)
+	BCASTB(0x10, X14, Y14)
 	ZERO8
 	TESTQ CX, CX
 	JZ    k5x4a2done
 
 k5x4a2loop:
 	KSCALES4
-	K5CHUNK4(0, VPSLLD, $4, VPSLLD, $3)
-	K5CHUNK4(1, VPSLLD, $2, VPSLLD, $1)
-	K5CHUNK4(2, VPSLLD, $0, VPSRLD, $1)
-	K5CHUNK4(3, VPSRLD, $2, VPSRLD, $3)
+	K5CHUNK4(0, VPSLLW, $4, VPSLLW, $3)
+	K5CHUNK4(1, VPSLLW, $2, VPSLLW, $1)
+	K5CHUNK4(2, VPSLLW, $0, VPSRLW, $1)
+	K5CHUNK4(3, VPSRLW, $2, VPSRLW, $3)
 	ADDQ  $1024, SI
 	ADDQ  $176, DI
 	ADDQ  $176, R8
@@ -762,51 +786,87 @@ k5x4a2done:
 	VZEROUPPER
 	RET
 
-// Q6_K: per super-block each row's 16 scales are made first (Q6SCALES, in the frame at 64r);
-// then 8 values at a time in element order: value 128h + 32t + l (l < 32) is q_t of position
-// l of half h (see DQ6KGROUP) minus 32, times scale 8h + l/16 + 2t. Constants: Y15 = 15,
-// Y14 = 48, Y13 = 32.
+// Q6_K: per super-block each row's 16 scales are made first (Q6SCALES, in the frame at 64r).
+// Then, per half h (128 values) and row, the four quant vectors of its 32 positions l, minus
+// 32 (see DQ6KGROUP), are made as bytes (Q6BYTES) and enter the accumulators 8 values at a
+// time in element order: value 128h + 32t + l is q_t[l] times scale 8h + l/16 + 2t.
 
-// Q6VEC(p, QL, QH, NOP, NSRC, HOP, HSH, SC, XO, ACC): q = (ql bytes at QL(p): NOP NSRC) |
-// (qh bytes at QH(p): HOP HSH, masked with 48).
-#define Q6VEC(p, QL, QH, NOP, NSRC, HOP, HSH, SC, XO, ACC) \
-	VPMOVZXBD    QL(p), Y8 ; \
-	VPMOVZXBD    QH(p), Y9 ; \
-	NOP          NSRC, Y8, Y8 ; \
-	HOP          HSH, Y9, Y9 ; \
-	VPAND        Y14, Y9, Y9 ; \
-	VPOR         Y9, Y8, Y8 ; \
-	VPSUBD       Y13, Y8, Y8 ; \
+// Q6BYTES(p, QL, QH, B): ql bytes QL(p).. (64), qh bytes QH(p).. (32): q1-32 .. q4-32 as
+// signed bytes at B(SP), B+32, B+64, B+96. Y15 = 0x0f, Y14 = 0x30, Y13 = 0x20 in every byte.
+#define Q6BYTES(p, QL, QH, B) \
+	VMOVDQU QL(p), Y8 ; \
+	VMOVDQU QL+32(p), Y9 ; \
+	VMOVDQU QH(p), Y10 ; \
+	VPAND   Y15, Y8, Y11 ; \
+	VPSLLW  $4, Y10, Y12 ; \
+	VPAND   Y14, Y12, Y12 ; \
+	VPOR    Y12, Y11, Y11 ; \
+	VPSUBB  Y13, Y11, Y11 ; \
+	VMOVDQU Y11, B(SP) ; \
+	VPAND   Y15, Y9, Y11 ; \
+	VPSLLW  $2, Y10, Y12 ; \
+	VPAND   Y14, Y12, Y12 ; \
+	VPOR    Y12, Y11, Y11 ; \
+	VPSUBB  Y13, Y11, Y11 ; \
+	VMOVDQU Y11, B+32(SP) ; \
+	VPSRLW  $4, Y8, Y11 ; \
+	VPAND   Y15, Y11, Y11 ; \
+	VPAND   Y14, Y10, Y12 ; \
+	VPOR    Y12, Y11, Y11 ; \
+	VPSUBB  Y13, Y11, Y11 ; \
+	VMOVDQU Y11, B+64(SP) ; \
+	VPSRLW  $4, Y9, Y11 ; \
+	VPAND   Y15, Y11, Y11 ; \
+	VPSRLW  $2, Y10, Y12 ; \
+	VPAND   Y14, Y12, Y12 ; \
+	VPOR    Y12, Y11, Y11 ; \
+	VPSUBB  Y13, Y11, Y11 ; \
+	VMOVDQU Y11, B+96(SP)
+
+// Q6V2(B, SC, XO, ACCL, ACCH): 16 values: the signed quants at B(SP) times the scale at SC(SP),
+// times x at XO(SI).
+#define Q6V2(B, SC, XO, ACCL, ACCH) \
+	VBROADCASTSS SC(SP), Y9 ; \
+	VPMOVSXBD    B(SP), Y8 ; \
+	VPMOVSXBD    B+8(SP), Y10 ; \
 	VCVTDQ2PS    Y8, Y8 ; \
-	VBROADCASTSS SC(SP), Y10 ; \
-	VMULPS       Y10, Y8, Y8 ; \
-	VFMADD231PS  XO(SI), Y8, ACC
+	VCVTDQ2PS    Y10, Y10 ; \
+	VMULPS       Y9, Y8, Y8 ; \
+	VMULPS       Y9, Y10, Y10 ; \
+	VFMADD231PS  XO(SI), Y8, ACCL ; \
+	VFMADD231PS  XO+32(SI), Y10, ACCH
 
-// Q6ROWT: the 32 values of output t of half h of one row (QL = 64h + 32(t&1), QH = 128+32h,
-// SC = 64r + 32h + 8t, XO = 512h + 128t).
-#define Q6ROWT(p, QL, QH, NOP, NSRC, HOP, HSH, SC, XO, ACCL, ACCH) \
-	Q6VEC(p, QL, QH, NOP, NSRC, HOP, HSH, SC, XO, ACCL) ; \
-	Q6VEC(p, QL+8, QH+8, NOP, NSRC, HOP, HSH, SC, XO+32, ACCH) ; \
-	Q6VEC(p, QL+16, QH+16, NOP, NSRC, HOP, HSH, SC+4, XO+64, ACCL) ; \
-	Q6VEC(p, QL+24, QH+24, NOP, NSRC, HOP, HSH, SC+4, XO+96, ACCH)
+// Q6T(B, SC, XO, ACCL, ACCH): output t's 32 values (B = quants, SC = 64r + 32h + 8t,
+// XO = 512h + 128t).
+#define Q6T(B, SC, XO, ACCL, ACCH) \
+	Q6V2(B, SC, XO, ACCL, ACCH) ; \
+	Q6V2(B+16, SC+4, XO+64, ACCL, ACCH)
 
-#define Q6T4(QL, QH, NOP, NSRC, HOP, HSH, SC, XO) \
-	Q6ROWT(DI, QL, QH, NOP, NSRC, HOP, HSH, SC, XO, Y0, Y1) ; \
-	Q6ROWT(R8, QL, QH, NOP, NSRC, HOP, HSH, 64+SC, XO, Y2, Y3) ; \
-	Q6ROWT(R9, QL, QH, NOP, NSRC, HOP, HSH, 128+SC, XO, Y4, Y5) ; \
-	Q6ROWT(R10, QL, QH, NOP, NSRC, HOP, HSH, 192+SC, XO, Y6, Y7)
+#define Q6ROWHALF(p, QL, QH, SC, XO, B, ACCL, ACCH) \
+	Q6BYTES(p, QL, QH, B) ; \
+	Q6T(B, SC, XO, ACCL, ACCH) ; \
+	Q6T(B+32, SC+8, XO+128, ACCL, ACCH) ; \
+	Q6T(B+64, SC+16, XO+256, ACCL, ACCH) ; \
+	Q6T(B+96, SC+24, XO+384, ACCL, ACCH)
+
+// The quants of rows 0 and 2 go to the frame at 256, rows 1 and 3 at 384.
+#define Q6HALF4(QL, QH, SC, XO) \
+	Q6ROWHALF(DI, QL, QH, SC, XO, 256, Y0, Y1) ; \
+	Q6ROWHALF(R8, QL, QH, 64+SC, XO, 384, Y2, Y3) ; \
+	Q6ROWHALF(R9, QL, QH, 128+SC, XO, 256, Y4, Y5) ; \
+	Q6ROWHALF(R10, QL, QH, 192+SC, XO, 384, Y6, Y7)
 
 // func matvecQ6_Kx4AVX2(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32)
-TEXT ·matvecQ6_Kx4AVX2(SB), NOSPLIT, $256-48
+TEXT ·matvecQ6_Kx4AVX2(SB), NOSPLIT, $512-48
 	MOVQ  x+0(FP), SI
 	MOVQ  w+8(FP), DI
 	MOVQ  ws+16(FP), BX
 	MOVQ  nb+24(FP), CX
 	MOVQ  tab+40(FP), DX
 	ROWS4(BX)
-	BCASTD(15, X15, Y15)
-	BCASTD(48, X14, Y14)
-	BCASTD(32, X13, Y13)
+	BCASTB(0x0f, X15, Y15)
+	BCASTB(0x30, X14, Y14)
+	BCASTB(0x20, X13, Y13)
 	ZERO8
 	TESTQ CX, CX
 	JZ    q6x4a2done
@@ -816,14 +876,8 @@ q6x4a2loop:
 	Q6SCALES(R8, 64)
 	Q6SCALES(R9, 128)
 	Q6SCALES(R10, 192)
-	Q6T4(0, 128, VPAND, Y15, VPSLLD, $4, 0, 0)
-	Q6T4(32, 128, VPAND, Y15, VPSLLD, $2, 8, 128)
-	Q6T4(0, 128, VPSRLD, $4, VPSRLD, $0, 16, 256)
-	Q6T4(32, 128, VPSRLD, $4, VPSRLD, $2, 24, 384)
-	Q6T4(64, 160, VPAND, Y15, VPSLLD, $4, 32, 512)
-	Q6T4(96, 160, VPAND, Y15, VPSLLD, $2, 40, 640)
-	Q6T4(64, 160, VPSRLD, $4, VPSRLD, $0, 48, 768)
-	Q6T4(96, 160, VPSRLD, $4, VPSRLD, $2, 56, 896)
+	Q6HALF4(0, 128, 0, 0)
+	Q6HALF4(64, 160, 32, 512)
 	ADDQ  $1024, SI
 	ADDQ  $210, DI
 	ADDQ  $210, R8
