@@ -61,7 +61,6 @@ type hparams struct {
 	nameOrPath                                   string
 }
 
-
 func loadConfig(dir string) (hparams, map[string]json.RawMessage, error) {
 	var h hparams
 	path := filepath.Join(dir, "config.json")
