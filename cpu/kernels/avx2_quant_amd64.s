@@ -15,32 +15,17 @@
 // AVX-512. Accumulators: Y0/Y1 (row 0), Y2/Y3, Y4/Y5, Y6/Y7 (row 3); the rows are at DI,
 // R8, R9, R10, x at SI.
 
-// 16 in every lane (Q5_K's fifth bit) and 8 (Q4_0's offset).
-DATA a2c16<>+0(SB)/4, $16
-DATA a2c16<>+4(SB)/4, $16
-DATA a2c16<>+8(SB)/4, $16
-DATA a2c16<>+12(SB)/4, $16
-DATA a2c16<>+16(SB)/4, $16
-DATA a2c16<>+20(SB)/4, $16
-DATA a2c16<>+24(SB)/4, $16
-DATA a2c16<>+28(SB)/4, $16
-GLOBL a2c16<>(SB), RODATA|NOPTR, $32
-
-DATA a2c8<>+0(SB)/4, $8
-DATA a2c8<>+4(SB)/4, $8
-DATA a2c8<>+8(SB)/4, $8
-DATA a2c8<>+12(SB)/4, $8
-DATA a2c8<>+16(SB)/4, $8
-DATA a2c8<>+20(SB)/4, $8
-DATA a2c8<>+24(SB)/4, $8
-DATA a2c8<>+28(SB)/4, $8
-GLOBL a2c8<>(SB), RODATA|NOPTR, $32
-
 // BCASTD(v, X, Y): the 32-bit constant v in every lane of Y (uses AX).
 #define BCASTD(v, X, Y) \
 	MOVL         $v, AX ; \
 	VMOVD        AX, X ; \
 	VPBROADCASTD X, Y
+
+// BCASTB(v, X, Y): the byte v in every byte of Y (uses AX).
+#define BCASTB(v, X, Y) \
+	MOVL         $v, AX ; \
+	VMOVD        AX, X ; \
+	VPBROADCASTB X, Y
 
 // REDUCE8x2 sums 16 lanes held in two registers (lanes 0-7 in YL, 8-15 in YH) into the low
 // lane of XL with the package's tree (as in dot_amd64.s).
@@ -563,55 +548,57 @@ q8x4a2done:
 	VZEROUPPER
 	RET
 
-// ROWQ4A2(p, ACCL, ACCH): one Q4_0 block: (q-8)*d, low nibbles of bytes 2(p).. for values
-// 0-15, high nibbles for 16-31 (Y15 = 15; the 8 is a constant in memory).
-#define ROWQ4A2(p, ACCL, ACCH) \
+// ROWQ4A2(p, B, ACCL, ACCH): one Q4_0 block: (q-8)*d, low nibbles of bytes 2(p).. for values
+// 0-15, high nibbles for 16-31. The 32 q-8 are made as bytes (Y15 = 0x0f, Y14 = 0x08 in every
+// byte; the word shift's spill is masked off), stored at B(SP) and widened 8 at a time.
+#define ROWQ4A2(p, B, ACCL, ACCH) \
+	VMOVDQU      2(p), X12 ; \
+	VPAND        X15, X12, X13 ; \
+	VPSRLW       $4, X12, X12 ; \
+	VPAND        X15, X12, X12 ; \
+	VPSUBB       X14, X13, X13 ; \
+	VPSUBB       X14, X12, X12 ; \
+	VMOVDQU      X13, B(SP) ; \
+	VMOVDQU      X12, B+16(SP) ; \
 	MOVWLZX      (p), R11 ; \
 	VBROADCASTSS (DX)(R11*4), Y12 ; \
-	VPMOVZXBD    2(p), Y13 ; \
-	VPMOVZXBD    10(p), Y14 ; \
-	VPAND        Y15, Y13, Y13 ; \
-	VPAND        Y15, Y14, Y14 ; \
-	VPSUBD       a2c8<>(SB), Y13, Y13 ; \
-	VPSUBD       a2c8<>(SB), Y14, Y14 ; \
+	VPMOVSXBD    B(SP), Y13 ; \
 	VCVTDQ2PS    Y13, Y13 ; \
-	VCVTDQ2PS    Y14, Y14 ; \
 	VMULPS       Y12, Y13, Y13 ; \
-	VMULPS       Y12, Y14, Y14 ; \
 	VFMADD231PS  Y8, Y13, ACCL ; \
-	VFMADD231PS  Y9, Y14, ACCH ; \
-	VPMOVZXBD    2(p), Y13 ; \
-	VPMOVZXBD    10(p), Y14 ; \
-	VPSRLD       $4, Y13, Y13 ; \
-	VPSRLD       $4, Y14, Y14 ; \
-	VPSUBD       a2c8<>(SB), Y13, Y13 ; \
-	VPSUBD       a2c8<>(SB), Y14, Y14 ; \
+	VPMOVSXBD    B+8(SP), Y13 ; \
 	VCVTDQ2PS    Y13, Y13 ; \
-	VCVTDQ2PS    Y14, Y14 ; \
 	VMULPS       Y12, Y13, Y13 ; \
-	VMULPS       Y12, Y14, Y14 ; \
+	VFMADD231PS  Y9, Y13, ACCH ; \
+	VPMOVSXBD    B+16(SP), Y13 ; \
+	VCVTDQ2PS    Y13, Y13 ; \
+	VMULPS       Y12, Y13, Y13 ; \
 	VFMADD231PS  Y10, Y13, ACCL ; \
-	VFMADD231PS  Y11, Y14, ACCH
+	VPMOVSXBD    B+24(SP), Y13 ; \
+	VCVTDQ2PS    Y13, Y13 ; \
+	VMULPS       Y12, Y13, Y13 ; \
+	VFMADD231PS  Y11, Y13, ACCH
 
 // func matvecQ4_0x4AVX2(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32)
-TEXT ·matvecQ4_0x4AVX2(SB), NOSPLIT, $0-48
+TEXT ·matvecQ4_0x4AVX2(SB), NOSPLIT, $64-48
 	MOVQ  x+0(FP), SI
 	MOVQ  w+8(FP), DI
 	MOVQ  ws+16(FP), BX
 	MOVQ  nb+24(FP), CX
 	MOVQ  tab+40(FP), DX
 	ROWS4(BX)
-	BCASTD(15, X15, Y15)
+	BCASTB(0x0f, X15, Y15)
+	BCASTB(0x08, X14, Y14)
 	ZERO8
 	TESTQ CX, CX
 	JZ    q4x4a2done
 
 q4x4a2loop:
 	LOADX32
-	ROWQ4A2(DI, Y0, Y1)
-	ROWQ4A2(R8, Y2, Y3)
-	ROWQ4A2(R9, Y4, Y5)
-	ROWQ4A2(R10, Y6, Y7)
+	ROWQ4A2(DI, 0, Y0, Y1)
+	ROWQ4A2(R8, 32, Y2, Y3)
+	ROWQ4A2(R9, 0, Y4, Y5)
+	ROWQ4A2(R10, 32, Y6, Y7)
 	ADDQ  $128, SI
 	ADDQ  $18, DI
 	ADDQ  $18, R8
@@ -627,36 +614,49 @@ q4x4a2done:
 
 // Q4_K and Q5_K: per super-block, each row's scales and offsets are made first (KSCALES, in
 // the frame at 64r); then, chunk by chunk (64 values: sub-block 2c from the low nibbles of
-// 32 qs bytes, 2c+1 from the high ones) and row by row, 8 values at a time in element order:
-// float32(d*q) - m (Y12, Y13 the sub-block's scale and offset), times x (from memory).
+// 32 qs bytes, 2c+1 from the high ones) and row by row, the quants are made 32 at a time with
+// byte operations (word shifts, whose spill into the neighbouring byte the masks remove) and
+// stored in the frame (at 256), then widened from there 8 at a time and entered in element
+// order: float32(d*q) - m (Y12, Y13 the sub-block's scale and offset), times x (from memory).
 
-// K4VEC(p, QB, NOP, NSRC, XO, ACC): the nibbles (NOP NSRC) of the 8 qs bytes at QB(p).
-#define K4VEC(p, QB, NOP, NSRC, XO, ACC) \
-	VPMOVZXBD   QB(p), Y8 ; \
-	NOP         NSRC, Y8, Y8 ; \
+// KV(B, XO, ACC): 8 quants (bytes at B(SP)) times Y12 minus Y13, times x at XO(SI).
+#define KV(B, XO, ACC) \
+	VPMOVZXBD   B(SP), Y8 ; \
 	VCVTDQ2PS   Y8, Y8 ; \
 	VMULPS      Y12, Y8, Y8 ; \
 	VSUBPS      Y13, Y8, Y8 ; \
 	VFMADD231PS XO(SI), Y8, ACC
 
-// K4HALF(p, Q, SC, NOP, NSRC, XO, ACCL, ACCH): one sub-block's 32 values.
-#define K4HALF(p, Q, SC, NOP, NSRC, XO, ACCL, ACCH) \
+// KSUB(B, SC, XO, ACCL, ACCH): one sub-block's 32 values (scale SC(SP), offset SC+32(SP)).
+#define KSUB(B, SC, XO, ACCL, ACCH) \
 	VBROADCASTSS SC(SP), Y12 ; \
 	VBROADCASTSS SC+32(SP), Y13 ; \
-	K4VEC(p, Q, NOP, NSRC, XO, ACCL) ; \
-	K4VEC(p, Q+8, NOP, NSRC, XO+32, ACCH) ; \
-	K4VEC(p, Q+16, NOP, NSRC, XO+64, ACCL) ; \
-	K4VEC(p, Q+24, NOP, NSRC, XO+96, ACCH)
+	KV(B, XO, ACCL) ; \
+	KV(B+8, XO+32, ACCH) ; \
+	KV(B+16, XO+64, ACCL) ; \
+	KV(B+24, XO+96, ACCH)
 
-#define K4ROWCHUNK(p, Q, SC, XO, ACCL, ACCH) \
-	K4HALF(p, Q, SC, VPAND, Y15, XO, ACCL, ACCH) ; \
-	K4HALF(p, Q, SC+4, VPSRLD, $4, XO+128, ACCL, ACCH)
+// K4BYTES(p, Q, B): the low nibbles of the 32 qs bytes at Q(p) to B(SP), the high ones to
+// B+32(SP) (Y15 = 0x0f in every byte).
+#define K4BYTES(p, Q, B) \
+	VMOVDQU Q(p), Y8 ; \
+	VPAND   Y15, Y8, Y9 ; \
+	VPSRLW  $4, Y8, Y10 ; \
+	VPAND   Y15, Y10, Y10 ; \
+	VMOVDQU Y9, B(SP) ; \
+	VMOVDQU Y10, B+32(SP)
 
+#define K4ROWCHUNK(p, Q, SC, XO, B, ACCL, ACCH) \
+	K4BYTES(p, Q, B) ; \
+	KSUB(B, SC, XO, ACCL, ACCH) ; \
+	KSUB(B+32, SC+4, XO+128, ACCL, ACCH)
+
+// The quants of rows 0 and 2 go to the frame at 256, rows 1 and 3 at 320.
 #define K4CHUNK4(c) \
-	K4ROWCHUNK(DI, 16+32*c, 8*c, 256*c, Y0, Y1) ; \
-	K4ROWCHUNK(R8, 16+32*c, 64+8*c, 256*c, Y2, Y3) ; \
-	K4ROWCHUNK(R9, 16+32*c, 128+8*c, 256*c, Y4, Y5) ; \
-	K4ROWCHUNK(R10, 16+32*c, 192+8*c, 256*c, Y6, Y7)
+	K4ROWCHUNK(DI, 16+32*c, 8*c, 256*c, 256, Y0, Y1) ; \
+	K4ROWCHUNK(R8, 16+32*c, 64+8*c, 256*c, 320, Y2, Y3) ; \
+	K4ROWCHUNK(R9, 16+32*c, 128+8*c, 256*c, 256, Y4, Y5) ; \
+	K4ROWCHUNK(R10, 16+32*c, 192+8*c, 256*c, 320, Y6, Y7)
 
 #define KSCALES4 \
 	KSCALES(DI, 0, X8, Y8, X9, Y9, Y10) ; \
@@ -665,14 +665,14 @@ q4x4a2done:
 	KSCALES(R10, 192, X8, Y8, X9, Y9, Y10)
 
 // func matvecQ4_Kx4AVX2(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32)
-TEXT ·matvecQ4_Kx4AVX2(SB), NOSPLIT, $256-48
+TEXT ·matvecQ4_Kx4AVX2(SB), NOSPLIT, $384-48
 	MOVQ  x+0(FP), SI
 	MOVQ  w+8(FP), DI
 	MOVQ  ws+16(FP), BX
 	MOVQ  nb+24(FP), CX
 	MOVQ  tab+40(FP), DX
 	ROWS4(BX)
-	BCASTD(15, X15, Y15)
+	BCASTB(0x0f, X15, Y15)
 	ZERO8
 	TESTQ CX, CX
 	JZ    k4x4a2done
@@ -696,10 +696,6 @@ k4x4a2done:
 	VZEROUPPER
 	RET
 
-// Q5_K and Q6_K assemble their quants 32 at a time with byte operations (word shifts, whose
-// spill into the neighbouring byte the masks remove), store them in the frame, and widen them
-// 8 at a time from there: fewer operations per value than widening first.
-
 // K5BYTES(p, Q, LOP, LSH, HOP, HSH, B): chunk c of the Q5_K row at p: the 32 low nibbles of
 // the qs bytes at Q(p) with bit 2c of qh (moved to bit 4 by LOP LSH) to B(SP), the high
 // nibbles with bit 2c+1 (HOP HSH) to B+32(SP). Y15 = 0x0f, Y14 = 0x10 in every byte.
@@ -718,23 +714,6 @@ k4x4a2done:
 	VPOR    Y11, Y10, Y10 ; \
 	VMOVDQU Y10, B+32(SP)
 
-// KV(B, XO, ACC): 8 quants (bytes at B(SP)) times Y12 minus Y13, times x at XO(SI).
-#define KV(B, XO, ACC) \
-	VPMOVZXBD   B(SP), Y8 ; \
-	VCVTDQ2PS   Y8, Y8 ; \
-	VMULPS      Y12, Y8, Y8 ; \
-	VSUBPS      Y13, Y8, Y8 ; \
-	VFMADD231PS XO(SI), Y8, ACC
-
-// KSUB(B, SC, XO, ACCL, ACCH): one sub-block's 32 values (scale SC(SP), offset SC+32(SP)).
-#define KSUB(B, SC, XO, ACCL, ACCH) \
-	VBROADCASTSS SC(SP), Y12 ; \
-	VBROADCASTSS SC+32(SP), Y13 ; \
-	KV(B, XO, ACCL) ; \
-	KV(B+8, XO+32, ACCH) ; \
-	KV(B+16, XO+64, ACCL) ; \
-	KV(B+24, XO+96, ACCH)
-
 #define K5ROWCHUNK(p, Q, SC, XO, LOP, LSH, HOP, HSH, B, ACCL, ACCH) \
 	K5BYTES(p, Q, LOP, LSH, HOP, HSH, B) ; \
 	KSUB(B, SC, XO, ACCL, ACCH) ; \
@@ -746,12 +725,6 @@ k4x4a2done:
 	K5ROWCHUNK(R8, 48+32*c, 64+8*c, 256*c, LOP, LSH, HOP, HSH, 320, Y2, Y3) ; \
 	K5ROWCHUNK(R9, 48+32*c, 128+8*c, 256*c, LOP, LSH, HOP, HSH, 256, Y4, Y5) ; \
 	K5ROWCHUNK(R10, 48+32*c, 192+8*c, 256*c, LOP, LSH, HOP, HSH, 320, Y6, Y7)
-
-// BCASTB(v, X, Y): the byte v in every byte of Y (uses AX).
-#define BCASTB(v, X, Y) \
-	MOVL         $v, AX ; \
-	VMOVD        AX, X ; \
-	VPBROADCASTB X, Y
 
 // func matvecQ5_Kx4AVX2(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32)
 TEXT ·matvecQ5_Kx4AVX2(SB), NOSPLIT, $384-48

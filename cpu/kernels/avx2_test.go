@@ -172,3 +172,62 @@ func TestAVX2MatchesAVX512(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkAVX2Variants compares the AVX2 tier's kernels with the alternatives they replace.
+func BenchmarkAVX2Variants(b *testing.B) {
+	if !cpuHas(AVX2) {
+		b.Skip("needs AVX2")
+	}
+	defer Use(Best())
+	Use(AVX2)
+	const k = 768
+	rng := rand.New(rand.NewPCG(1, 1))
+	x, w := randVec(rng, 4*k), randVec(rng, 4*k)
+	out := make([]float32, 16)
+	for _, v := range []struct {
+		name string
+		f    func(x []float32, xs int, w []float32, ws int, k int, out []float32, os int)
+	}{{"dot4x4/via1x4", dot4x4Via1x4}, {"dot4x4/2x4", dot4x4AVX2Go}} {
+		b.Run(v.name, func(b *testing.B) {
+			c0 := threadCPU()
+			for b.Loop() {
+				v.f(x, k, w, k, k, out, 4)
+			}
+			b.ReportMetric(float64(threadCPU()-c0)/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
+// BenchmarkAttention measures the attention kernels on every tier: one head of 64 over a
+// context of 1024 positions.
+func BenchmarkAttention(b *testing.B) {
+	const n, d = 1024, 64
+	rng := rand.New(rand.NewPCG(1, 1))
+	q, k, v := randVec(rng, d), randVec(rng, n*d), randVec(rng, n*d)
+	s := make([]float32, n)
+	out := make([]float32, d)
+	b.Run("Scores", func(b *testing.B) {
+		benchTiers(b, func(b *testing.B) {
+			for b.Loop() {
+				Scores(s, q, k, d)
+			}
+		})
+	})
+	b.Run("ExpSum", func(b *testing.B) {
+		benchTiers(b, func(b *testing.B) {
+			for b.Loop() {
+				for j := range s {
+					s[j] = float32(j%97) / 10
+				}
+				ExpSum(s, 0.125, 1.2)
+			}
+		})
+	})
+	b.Run("WeightedSum", func(b *testing.B) {
+		benchTiers(b, func(b *testing.B) {
+			for b.Loop() {
+				WeightedSum(out, s, v, d)
+			}
+		})
+	})
+}
