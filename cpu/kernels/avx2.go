@@ -110,6 +110,9 @@ func expSumAVX2(s *float32, n uintptr, scale, mx float32) float32
 func scoresAVX2(out, q, k *float32, ks, n, d uintptr)
 
 //go:noescape
+func scores64AVX2(out, q, k *float32, ks, n uintptr)
+
+//go:noescape
 func weightedSum64AVX2(out, p, v *float32, vs, n uintptr)
 
 // dot4x4AVX2Go computes the 4x4 tile as two 2x4 tiles (dot2x4AVX2), in Dot's order.
@@ -155,6 +158,10 @@ func scoresAVX2Go(s, q, k []float32, ks int) {
 		return
 	}
 	_ = k[(len(s)-1)*ks+d-1]
+	if d == 64 {
+		scores64AVX2(&s[0], &q[0], &k[0], uintptr(4*ks), uintptr(len(s)))
+		return
+	}
 	scoresAVX2(&s[0], &q[0], &k[0], uintptr(4*ks), uintptr(len(s)), uintptr(d))
 }
 

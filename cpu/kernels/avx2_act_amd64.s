@@ -279,6 +279,47 @@ sca2done:
 	VZEROUPPER
 	RET
 
+// func scores64AVX2(out, q, k *float32, ks, n uintptr)
+// scoresAVX2 for d = 64 (GPT-2's head size), q held in Y8-Y15.
+TEXT ·scores64AVX2(SB), NOSPLIT, $0-40
+	MOVQ    out+0(FP), DI
+	MOVQ    q+8(FP), SI
+	MOVQ    k+16(FP), DX
+	MOVQ    ks+24(FP), BX
+	MOVQ    n+32(FP), CX
+	VMOVUPS (SI), Y8
+	VMOVUPS 32(SI), Y9
+	VMOVUPS 64(SI), Y10
+	VMOVUPS 96(SI), Y11
+	VMOVUPS 128(SI), Y12
+	VMOVUPS 160(SI), Y13
+	VMOVUPS 192(SI), Y14
+	VMOVUPS 224(SI), Y15
+	TESTQ   CX, CX
+	JZ      sc64done
+
+sc64row:
+	VXORPS      Y0, Y0, Y0
+	VXORPS      Y1, Y1, Y1
+	VFMADD231PS (DX), Y8, Y0
+	VFMADD231PS 32(DX), Y9, Y1
+	VFMADD231PS 64(DX), Y10, Y0
+	VFMADD231PS 96(DX), Y11, Y1
+	VFMADD231PS 128(DX), Y12, Y0
+	VFMADD231PS 160(DX), Y13, Y1
+	VFMADD231PS 192(DX), Y14, Y0
+	VFMADD231PS 224(DX), Y15, Y1
+	REDUCE8x2(Y0, X0, Y1, X2)
+	MOVSS       X0, (DI)
+	ADDQ        $4, DI
+	ADDQ        BX, DX
+	DECQ        CX
+	JNZ         sc64row
+
+sc64done:
+	VZEROUPPER
+	RET
+
 // func weightedSum64AVX2(out, p, v *float32, vs, n uintptr)
 // out[i] = sum over j < n, in order, of p[j]*v[j*vs bytes + i], for i < 64.
 TEXT ·weightedSum64AVX2(SB), NOSPLIT, $0-40
