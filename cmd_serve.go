@@ -106,8 +106,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 		return err
 	}
 	// Requests' contexts derive from base: cancelling it stops every generation.
-	base, cancelAll := context.WithCancel(context.Background())
-	defer cancelAll()
+	base, cancelAll := context.WithCancelCause(context.Background())
+	defer cancelAll(nil)
 	hs := &http.Server{
 		Handler:           srv,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -136,9 +136,12 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 	if err := hs.Shutdown(sctx); err != nil {
 		// The grace period is over: stop the generations (their streams end with an error
 		// event) and close the connections.
-		cancelAll()
-		time.Sleep(100 * time.Millisecond)
-		hs.Close()
+		cancelAll(server.ErrShutdown)
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if hs.Shutdown(sctx) != nil {
+			hs.Close()
+		}
 	}
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err

@@ -4,5 +4,6 @@ go 1.26.8
 
 require (
 	github.com/klauspost/cpuid/v2 v2.4.2
+	github.com/sashabaranov/go-openai v1.43.0
 	golang.org/x/sys v0.49.0
 )

@@ -22,7 +22,7 @@ func (s *Server) generate(ctx context.Context, prompt []int32, opts llm.Generate
 	st.PromptTokens = len(prompt)
 	sl, err := s.pool.acquire(ctx, prompt)
 	if err != nil {
-		return st, 0, libError(err)
+		return st, 0, ctxError(ctx, err)
 	}
 	defer s.pool.release(sl)
 	if opts.MaxTokens == 0 { // max_tokens 0: nothing to generate
@@ -39,16 +39,29 @@ func (s *Server) generate(ctx context.Context, prompt []int32, opts llm.Generate
 		return st, 0, libError(err)
 	}
 	if _, err := sess.EvalContext(ctx, prompt[keep:]); err != nil {
-		return st, 0, libError(err)
+		return st, 0, ctxError(ctx, err)
 	}
 	promptTime := time.Since(start)
 	gst, err := sess.GenerateTokens(ctx, "", opts, emit)
 	gst.PromptTokens = len(prompt)
 	gst.PromptTime = promptTime
 	if err != nil {
-		return gst, promptTime, libError(err)
+		return gst, promptTime, ctxError(ctx, err)
 	}
 	return gst, promptTime, nil
+}
+
+// ErrShutdown is the cause to cancel requests' base context with when the server stops: their
+// streams then end with an error event saying so (a client's own disconnect ends them
+// silently).
+var ErrShutdown = errors.New("the server is shutting down")
+
+// ctxError is libError, telling a shutdown from a client that left.
+func ctxError(ctx context.Context, err error) *apiError {
+	if ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrShutdown) {
+		return &apiError{Status: http.StatusServiceUnavailable, Message: ErrShutdown.Error(), Type: "server_error"}
+	}
+	return libError(err)
 }
 
 // errWrite marks a failure to write to the client (it is gone).

@@ -160,6 +160,12 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /tokenize", s.auth(s.tokenize))
 	m.HandleFunc("POST /detokenize", s.auth(s.detokenize))
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/v1/completions", "/completions", "/v1/chat/completions", "/chat/completions", "/completion", "/tokenize", "/detokenize":
+			w.Header().Set("Allow", "POST")
+			writeError(w, &apiError{Status: http.StatusMethodNotAllowed, Message: fmt.Sprintf("%s takes POST, not %s", r.URL.Path, r.Method), Type: "invalid_request_error"})
+			return
+		}
 		writeError(w, &apiError{Status: http.StatusNotFound, Message: fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path), Type: "not_found_error"})
 	})
 	s.mux = m
@@ -285,7 +291,8 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) *apiError
 	}
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) && te.Field != "" {
-		return badRequest(te.Field, "invalid JSON: %s must be %s, not %s", te.Field, jsonType(te.Type.Kind().String()), te.Value)
+		field := strings.TrimPrefix(te.Field, "sampling.")
+		return badRequest(field, "invalid JSON: %s must be %s, not %s", field, jsonType(te.Type.Kind().String()), te.Value)
 	}
 	if strings.HasPrefix(err.Error(), "json: unknown field") {
 		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)

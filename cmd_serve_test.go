@@ -1,0 +1,136 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorun-dev/gorun/internal/fixtures"
+	"github.com/gorun-dev/gorun/internal/testmodel"
+)
+
+func TestServeUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{"serve"},
+		{"serve", "-m", "x.gguf", "--port", "70000"},
+		{"serve", "-m", "x.gguf", "--parallel", "0"},
+		{"serve", "-m", "x.gguf", "--queue", "-1"},
+		{"serve", "-m", "x.gguf", "-n", "-2"},
+		{"serve", "-m", "x.gguf", "extra"},
+	} {
+		if code, _, errs := gorun(args...); code != exitUsage || !strings.Contains(errs, "gorun serve") {
+			t.Errorf("%q: exit %d, stderr %q", args, code, errs)
+		}
+	}
+	if code, _, errs := gorun("serve", "-m", filepath.Join(t.TempDir(), "missing.gguf")); code != exitError {
+		t.Errorf("missing model: exit %d %q", code, errs)
+	}
+}
+
+// serveFor runs `gorun serve` in-process until the returned stop is called; stop returns
+// serve's error.
+func serveFor(t *testing.T, args ...string) (url string, stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	addr := make(chan string, 1)
+	errc := make(chan error, 1)
+	var stderr strings.Builder
+	go func() {
+		errc <- serve(ctx, append([]string{"--port", "0", "-t", "2"}, args...), &stderr, func(a string) { addr <- a })
+	}()
+	select {
+	case a := <-addr:
+		url = "http://" + a
+	case err := <-errc:
+		cancel()
+		t.Fatalf("serve: %v\n%s", err, stderr.String())
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not start")
+	}
+	return url, func() error {
+		cancel()
+		select {
+		case err := <-errc:
+			return err
+		case <-time.After(30 * time.Second):
+			t.Fatal("serve did not stop")
+			return nil
+		}
+	}
+}
+
+func startStream(t *testing.T, url, body string) *bufio.Reader {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	br := bufio.NewReader(resp.Body)
+	if _, err := br.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	return br
+}
+
+// `gorun serve` answers on loopback, and on shutdown lets an in-flight stream finish.
+func TestServeCommandGracefulShutdown(t *testing.T) {
+	c, _ := testmodel.Preset("tiny")
+	c.NCtx = 512
+	model := filepath.Join(t.TempDir(), "m.gguf")
+	if err := testmodel.Write(model, c); err != nil {
+		t.Fatal(err)
+	}
+	url, stop := serveFor(t, "-m", model, "--alias", "tiny", "--api-key", "k")
+	req, _ := http.NewRequest("GET", url+"/v1/models", nil)
+	req.Header.Set("Authorization", "Bearer k")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"id":"tiny"`) {
+		t.Fatalf("/v1/models: %d %s", resp.StatusCode, b)
+	}
+	req, _ = http.NewRequest("POST", url+"/v1/completions", strings.NewReader(`{"prompt":"a","max_tokens":400,"ignore_eos":true,"stream":true}`))
+	req.Header.Set("Authorization", "Bearer k")
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("stream: %v %v", err, resp)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	br.ReadString('\n')
+	if err := stop(); err != nil {
+		t.Errorf("serve returned %v", err)
+	}
+	rest, _ := io.ReadAll(br)
+	if !strings.HasSuffix(string(rest), "data: [DONE]\n\n") || !strings.Contains(string(rest), `"finish_reason":"length"`) {
+		t.Errorf("the in-flight stream did not finish: ...%q", rest[max(0, len(rest)-300):])
+	}
+}
+
+// Past the grace period, running streams end with an error event saying the server stops.
+func TestServeCommandShutdownGraceOver(t *testing.T) {
+	model := fixtures.Path(t, "gpt2-tiny-q8_0.gguf")
+	url, stop := serveFor(t, "-m", model, "--shutdown-grace", "100ms")
+	br := startStream(t, url+"/v1/completions", `{"prompt":"In the beginning","max_tokens":500,"ignore_eos":true,"stream":true}`)
+	start := time.Now()
+	if err := stop(); err != nil {
+		t.Errorf("serve returned %v", err)
+	}
+	rest, _ := io.ReadAll(br)
+	if !strings.Contains(string(rest), "shutting down") || time.Since(start) > 5*time.Second {
+		t.Errorf("after %v: ...%q", time.Since(start), rest[max(0, len(rest)-300):])
+	}
+}
