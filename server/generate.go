@@ -14,23 +14,29 @@ import (
 // statusClientGone marks a request whose client disconnected (nothing more is written).
 const statusClientGone = 499
 
-// generate runs one generation in a slot: it waits for a slot, reuses the longest prefix of
-// the prompt that the slot's context holds, evaluates the rest and generates, passing every
-// token to emit. ctx ending (the client gone) stops it before the next token or prompt batch.
-func (s *Server) generate(ctx context.Context, prompt []int32, opts llm.GenerateOptions, emit func(llm.Piece) error) (llm.Stats, time.Duration, *apiError) {
-	var st llm.Stats
-	st.PromptTokens = len(prompt)
+// acquire waits for a slot for a request (all its choices run in it), preferring the free slot
+// whose context holds the longest prefix of prompt.
+func (s *Server) acquire(ctx context.Context, prompt []int32) (*slot, *apiError) {
 	sl, err := s.pool.acquire(ctx, prompt)
 	if err != nil {
-		return st, 0, ctxError(ctx, err)
+		return nil, ctxError(ctx, err)
 	}
-	defer s.pool.release(sl)
+	return sl, nil
+}
+
+// generate runs one generation in a slot: it reuses the longest prefix of the prompt that the
+// slot's context holds, evaluates the rest and generates, passing every token to emit. ctx
+// ending (the client gone) stops it before the next token or prompt batch.
+func (s *Server) generate(ctx context.Context, sl *slot, prompt []int32, opts llm.GenerateOptions, emit func(llm.Piece) error) (llm.Stats, time.Duration, *apiError) {
+	var st llm.Stats
+	st.PromptTokens = len(prompt)
 	if opts.MaxTokens == 0 { // max_tokens 0: nothing to generate
 		st.Stop = llm.StopLength
 		return st, 0, nil
 	}
 	sess := sl.sess
-	keep := commonPrefix(sl.tokens, prompt)
+	cached := sess.Tokens()
+	keep := commonPrefix(cached, prompt)
 	if keep == len(prompt) {
 		keep-- // evaluate at least the last prompt token, for its logits
 	}

@@ -140,13 +140,21 @@ func (s *Server) llamaCompletion(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
+	sl, ae := s.acquire(r.Context(), prompts[0])
+	if ae != nil {
+		if ae.Status != statusClientGone {
+			writeError(w, ae)
+		}
+		return
+	}
+	defer s.pool.release(sl)
 	var stream *sse
 	if req.Stream {
 		stream = newSSE(w)
 	}
 	var content []byte
 	var tokens []int32
-	st, promptTime, ae := s.generate(r.Context(), prompts[0], opts, func(p llm.Piece) error {
+	st, promptTime, ae := s.generate(r.Context(), sl, prompts[0], opts, func(p llm.Piece) error {
 		if p.Token >= 0 {
 			tokens = append(tokens, p.Token)
 		}

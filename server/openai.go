@@ -95,6 +95,14 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	wantLogprobs := req.Logprobs != nil
 	tok := s.model.Tokenizer()
 	resp := completionResponse{ID: newID("cmpl-"), Object: "text_completion", Created: time.Now().Unix(), Model: s.name, SystemFingerprint: fingerprint}
+	sl, ae := s.acquire(r.Context(), prompts[0])
+	if ae != nil {
+		if ae.Status != statusClientGone {
+			writeError(w, ae)
+		}
+		return
+	}
+	defer s.pool.release(sl)
 	var u usage
 	var stream *sse
 	if req.Stream {
@@ -119,7 +127,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 					}
 				}
 			}
-			st, _, ae := s.generate(r.Context(), prompt, choiceSeed(opts, j), func(p llm.Piece) error {
+			st, _, ae := s.generate(r.Context(), sl, prompt, choiceSeed(opts, j), func(p llm.Piece) error {
 				var plp *completionLogprobs
 				if wantLogprobs && p.Token >= 0 {
 					piece := tok.Decode([]int32{p.Token})
@@ -369,6 +377,14 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		resp.Object = "chat.completion.chunk"
 		stream = newSSE(w)
 	}
+	sl, ae := s.acquire(r.Context(), prompt)
+	if ae != nil {
+		if ae.Status != statusClientGone {
+			writeError(w, ae)
+		}
+		return
+	}
+	defer s.pool.release(sl)
 	u := usage{PromptTokens: len(prompt)}
 	for j := range n {
 		var content strings.Builder
@@ -383,7 +399,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		begun := false // the answer's first text began (its leading space, after "Assistant:", is dropped)
-		st, _, ae := s.generate(r.Context(), prompt, choiceSeed(opts, j), func(p llm.Piece) error {
+		st, _, ae := s.generate(r.Context(), sl, prompt, choiceSeed(opts, j), func(p llm.Piece) error {
 			t := p.Text
 			if !begun && t != "" {
 				t = strings.TrimPrefix(t, " ")

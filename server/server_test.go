@@ -550,6 +550,10 @@ func TestServeCancelAndQueue(t *testing.T) {
 	if code != 503 || !strings.Contains(string(body), "server_error") {
 		t.Errorf("full queue: %d %s", code, body)
 	}
+	code, body = post(t, url+"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"stream":true}`)
+	if code != 503 || !strings.Contains(string(body), "server_busy") {
+		t.Errorf("full queue, streaming chat: %d %s", code, body)
+	}
 	// Disconnecting the first hands the slot to the queued one, which completes.
 	t1 := time.Now()
 	cancel()
