@@ -66,6 +66,13 @@ func (b *batcher) leave() {
 	b.mu.Unlock()
 }
 
+// generating reports whether some session is in a generation loop.
+func (b *batcher) generating() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.expect > 0
+}
+
 func (b *batcher) signal() {
 	if b.wake == nil {
 		b.wake = make(chan struct{}, 1)

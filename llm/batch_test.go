@@ -267,3 +267,54 @@ func TestConcurrentSessionsWithoutRowsOps(t *testing.T) {
 		t.Error("no batch was tried (or the failure went unnoticed)")
 	}
 }
+
+// While another session generates, a long prompt is evaluated in slices (so the other's steps
+// run between them), with the same logits as in one piece.
+func TestPromptSlicedWhileOthersGenerate(t *testing.T) {
+	m := tinyModel(t, func(c *testmodel.Config) { c.NCtx = 256 }, Options{Threads: 2})
+	prompt := make([]int32, 150)
+	for i := range prompt {
+		prompt[i] = int32(i * 37 % 512)
+	}
+	lone, _ := m.NewSession()
+	want, err := lone.Eval(prompt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lone.batch.n != 150 {
+		t.Fatalf("alone, the prompt ran in batches of %d", lone.batch.n)
+	}
+	a, _ := m.NewSession()
+	inLoop, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error)
+	go func() {
+		first := true
+		_, err := a.GenerateTokens(context.Background(), "x y", GenerateOptions{MaxTokens: 4, IgnoreEOS: true}, func(Piece) error {
+			if first {
+				first = false
+				close(inLoop)
+				<-release // generating, held up by its reader
+			}
+			return nil
+		})
+		done <- err
+	}()
+	<-inLoop
+	b, _ := m.NewSession()
+	got, err := b.Eval(prompt)
+	close(release)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if b.batch.n != 150%promptSlice {
+		t.Errorf("last slice of %d tokens, want %d", b.batch.n, 150%promptSlice)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("logit %d: sliced %v, whole %v", i, got[i], want[i])
+		}
+	}
+}

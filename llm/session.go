@@ -53,6 +53,10 @@ type stepGraph struct {
 
 var sessionIDs atomic.Uint64
 
+// promptSlice is the most prompt tokens evaluated at once while other sessions are generating
+// (evaluating a prompt in slices gives bit-identical results).
+const promptSlice = 64
+
 // NewSession allocates a KV cache for the model's context length and builds the decode graph.
 // Its memory is about SessionBytes.
 func (m *Model) NewSession() (*Session, error) {
@@ -209,6 +213,11 @@ func (s *Session) sync(ctx context.Context, keep int) ([]float32, error) {
 			return nil, cancelled(err)
 		}
 		n := min(len(s.tokens)-s.npast, s.m.nbatch)
+		if n > promptSlice && s.m.batch.generating() {
+			// Other sessions are generating: a long prompt goes in slices, so that their
+			// steps run between them instead of waiting for the whole prompt.
+			n = promptSlice
+		}
 		var err error
 		if n == 1 {
 			err = s.m.stepOne(s)
