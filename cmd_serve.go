@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gorun-dev/gorun/internal/osutil"
+	"github.com/gorun-dev/gorun/llm"
 	"github.com/gorun-dev/gorun/server"
 )
 
@@ -85,6 +87,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 		return err
 	}
 	defer m.Close()
+	if err := checkSlotsMemory(m, *parallel, int64(mf.mem)); err != nil {
+		return err
+	}
 	cfg := server.Config{Model: m, ModelName: name, Parallel: *parallel, Queue: *queue, APIKey: *apiKey,
 		ChatTemplate: *tmpl, DefaultMaxTokens: *n, MaxBodyBytes: *maxBody}
 	if *n == 0 {
@@ -147,6 +152,32 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 		return err
 	}
 	return nil
+}
+
+// checkSlotsMemory refuses --parallel slots whose sessions would not fit the memory (Load
+// checked the model and one session): the limit of --mem-limit, else the memory available.
+func checkSlotsMemory(m *llm.Model, slots int, limit int64) error {
+	what := "the limit set (--mem-limit)"
+	if limit == 0 {
+		avail, ok := osutil.MemAvailable()
+		if !ok {
+			return nil
+		}
+		limit, what = avail, "available on this machine"
+	}
+	if limit < 0 || slots <= 1 {
+		return nil
+	}
+	e, err := m.EstimateMemory(0)
+	if err != nil {
+		return err
+	}
+	need := e.Weights + int64(slots)*e.Session()
+	if need <= limit {
+		return nil
+	}
+	return fmt.Errorf("%w: %d slots of %d tokens need %s (weights %s + %s per slot), but %s is %s; lower --parallel or -c",
+		llm.ErrOutOfMemory, slots, m.ContextLength(), llm.FormatBytes(need), llm.FormatBytes(e.Weights), llm.FormatBytes(e.Session()), what, llm.FormatBytes(limit))
 }
 
 func isLoopback(host string) bool {

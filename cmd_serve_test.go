@@ -30,6 +30,16 @@ func TestServeUsageErrors(t *testing.T) {
 	if code, _, errs := gorun("serve", "-m", filepath.Join(t.TempDir(), "missing.gguf")); code != exitError {
 		t.Errorf("missing model: exit %d %q", code, errs)
 	}
+	// Slots that do not fit the memory limit are refused before the server starts.
+	c, _ := testmodel.Preset("tiny")
+	model := filepath.Join(t.TempDir(), "m.gguf")
+	if err := testmodel.Write(model, c); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := gorun("serve", "-m", model, "--parallel", "1000", "--mem-limit", "64M", "--port", "0")
+	if code != exitError || !strings.Contains(errs, "1000 slots") || !strings.Contains(errs, "lower --parallel") {
+		t.Errorf("1000 slots in 64 MiB: exit %d %q", code, errs)
+	}
 }
 
 // serveFor runs `gorun serve` in-process until the returned stop is called; stop returns

@@ -269,9 +269,18 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Write(append(b, '\n'))
 }
 
+// bodyTimeout bounds the reading of a request body.
+const bodyTimeout = time.Minute
+
 // decode reads a JSON request body into v (whatever the Content-Type, as llama-server does),
 // refusing unknown fields, trailing data and bodies over the limit.
 func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) *apiError {
+	// A slow client gets a minute to send its body (no server-wide ReadTimeout: its deadline
+	// would outlive the body and cancel long generations).
+	rc := http.NewResponseController(w)
+	if rc.SetReadDeadline(time.Now().Add(bodyTimeout)) == nil {
+		defer rc.SetReadDeadline(time.Time{})
+	}
 	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
