@@ -125,6 +125,22 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 		Temperature: float32(*temp), TopK: *topK, TopP: float32(*topP), MinP: float32(*minP),
 		RepeatPenalty: float32(*rep), RepeatLastN: *repN, Seed: s,
 	}}
+	// llama.cpp's flag values in llm's terms, where a zero option means its default.
+	if *topK == 0 {
+		opts.Sample.TopK = llm.NoTopK
+	}
+	if *minP == 0 {
+		opts.Sample.MinP = llm.NoMinP
+	}
+	switch {
+	case *repN == 0:
+		opts.Sample.RepeatPenalty = 1 // no window: no penalty
+	case *repN < 0:
+		opts.Sample.RepeatLastN = llm.WholeContext
+	}
+	if *n < 0 {
+		opts.MaxTokens = llm.NoLimit
+	}
 	st, err := sess.Generate(ctx, text, opts, func(piece string) error {
 		out.WriteString(piece)
 		return out.Flush() // stream: the user sees each piece as it is made
