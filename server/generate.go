@@ -27,7 +27,7 @@ func (s *Server) acquire(ctx context.Context, prompt []int32) (*slot, *apiError)
 // generate runs one generation in a slot: it reuses the longest prefix of the prompt that the
 // slot's context holds, evaluates the rest and generates, passing every token to emit. ctx
 // ending (the client gone) stops it before the next token or prompt batch.
-func (s *Server) generate(ctx context.Context, sl *slot, prompt []int32, opts llm.GenerateOptions, emit func(llm.Piece) error) (llm.Stats, time.Duration, *apiError) {
+func (s *Server) generate(ctx context.Context, sl *slot, prompt []int32, opts llm.GenerateOptions, adj *adjust, emit func(llm.Piece) error) (llm.Stats, time.Duration, *apiError) {
 	var st llm.Stats
 	st.PromptTokens = len(prompt)
 	if opts.MaxTokens == 0 { // max_tokens 0: nothing to generate
@@ -44,11 +44,17 @@ func (s *Server) generate(ctx context.Context, sl *slot, prompt []int32, opts ll
 	if err := sess.Rewind(keep); err != nil {
 		return st, 0, libError(err)
 	}
-	if _, err := sess.EvalContext(ctx, prompt[keep:]); err != nil {
+	_, err := sess.EvalContext(ctx, prompt[keep:])
+	if err != nil {
 		return st, 0, ctxError(ctx, err)
 	}
 	promptTime := time.Since(start)
-	gst, err := sess.GenerateTokens(ctx, "", opts, emit)
+	var gst llm.Stats
+	if adj.active() {
+		gst, err = s.generateAdjusted(ctx, sess, prompt, opts, adj, emit)
+	} else {
+		gst, err = sess.GenerateTokens(ctx, "", opts, emit)
+	}
 	gst.PromptTokens = len(prompt)
 	gst.PromptTime = promptTime
 	if err != nil {

@@ -133,8 +133,9 @@ func (s *Server) llamaCompletion(w http.ResponseWriter, r *http.Request) {
 		e = badRequest("n_probs", "n_probs (top alternatives) is not supported")
 	}
 	var opts llm.GenerateOptions
+	var adj *adjust
 	if e == nil {
-		opts, e = req.options(maxTok)
+		opts, adj, e = req.options(maxTok, s.model.Tokenizer().VocabSize())
 	}
 	if e != nil {
 		writeError(w, e)
@@ -154,7 +155,7 @@ func (s *Server) llamaCompletion(w http.ResponseWriter, r *http.Request) {
 	}
 	var content []byte
 	var tokens []int32
-	st, promptTime, ae := s.generate(r.Context(), sl, prompts[0], opts, func(p llm.Piece) error {
+	st, promptTime, ae := s.generate(r.Context(), sl, prompts[0], opts, adj, func(p llm.Piece) error {
 		if p.Token >= 0 {
 			tokens = append(tokens, p.Token)
 		}

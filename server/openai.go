@@ -85,8 +85,9 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		maxTok, e = s.maxTokens("max_tokens", req.MaxTokens, false)
 	}
 	var opts llm.GenerateOptions
+	var adj *adjust
 	if e == nil {
-		opts, e = req.options(maxTok)
+		opts, adj, e = req.options(maxTok, s.model.Tokenizer().VocabSize())
 	}
 	if e != nil {
 		writeError(w, e)
@@ -127,7 +128,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 					}
 				}
 			}
-			st, _, ae := s.generate(r.Context(), sl, prompt, choiceSeed(opts, j), func(p llm.Piece) error {
+			st, _, ae := s.generate(r.Context(), sl, prompt, choiceSeed(opts, j), adj, func(p llm.Piece) error {
 				var plp *completionLogprobs
 				if wantLogprobs && p.Token >= 0 {
 					piece := tok.Decode([]int32{p.Token})
@@ -356,8 +357,9 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		maxTok, e = s.maxTokens("max_tokens", mt, false)
 	}
 	var opts llm.GenerateOptions
+	var adj *adjust
 	if e == nil {
-		opts, e = req.options(maxTok)
+		opts, adj, e = req.options(maxTok, s.model.Tokenizer().VocabSize())
 	}
 	if e != nil {
 		writeError(w, e)
@@ -399,7 +401,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		begun := false // the answer's first text began (its leading space, after "Assistant:", is dropped)
-		st, _, ae := s.generate(r.Context(), sl, prompt, choiceSeed(opts, j), func(p llm.Piece) error {
+		st, _, ae := s.generate(r.Context(), sl, prompt, choiceSeed(opts, j), adj, func(p llm.Piece) error {
 			t := p.Text
 			if !begun && t != "" {
 				t = strings.TrimPrefix(t, " ")

@@ -32,10 +32,20 @@ const seedZero = 0x5eed
 // maxStops bounds the stop strings of a request.
 const maxStops = 16
 
-// options validates the parameters and converts them to the library's. Parameters left out
+// options validates the parameters and converts them to the library's, with what the library
+// lacks (penalties, bias) apart. Parameters left out
 // take llama.cpp's defaults (temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, no repetition
 // penalty), as llama-server does. maxTokens < 0 is llm.NoLimit.
-func (p *sampling) options(maxTokens int) (llm.GenerateOptions, *apiError) {
+func (p *sampling) options(maxTokens, vocab int) (llm.GenerateOptions, *adjust, *apiError) {
+	o, e := p.libOptions(maxTokens)
+	if e != nil {
+		return o, nil, e
+	}
+	adj, e := p.parseAdjust(vocab)
+	return o, adj, e
+}
+
+func (p *sampling) libOptions(maxTokens int) (llm.GenerateOptions, *apiError) {
 	o := llm.GenerateOptions{MaxTokens: maxTokens, IgnoreEOS: p.IgnoreEOS}
 	if maxTokens < 0 {
 		o.MaxTokens = llm.NoLimit
@@ -114,17 +124,6 @@ func (p *sampling) options(maxTokens int) (llm.GenerateOptions, *apiError) {
 		default:
 			so.Seed = uint64(*p.Seed)
 		}
-	}
-	// The library's sampler has no presence or frequency penalty and no logit bias: refuse
-	// them rather than ignore them.
-	if p.PresencePenalty != nil && *p.PresencePenalty != 0 {
-		return o, badRequest("presence_penalty", "presence_penalty is not supported by gorun (use repeat_penalty); only 0 is accepted")
-	}
-	if p.FrequencyPenalty != nil && *p.FrequencyPenalty != 0 {
-		return o, badRequest("frequency_penalty", "frequency_penalty is not supported by gorun (use repeat_penalty); only 0 is accepted")
-	}
-	if len(p.LogitBias) > 0 {
-		return o, badRequest("logit_bias", "logit_bias is not supported by gorun")
 	}
 	stops, e := parseStop(p.Stop)
 	if e != nil {

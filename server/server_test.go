@@ -313,9 +313,12 @@ func TestServeMalformedRequests(t *testing.T) {
 		{"/v1/completions", `{"prompt":"x","seed":-5}`, 400, "seed"},
 		{"/v1/completions", `{"prompt":"x","stop":""}`, 400, "stop"},
 		{"/v1/completions", `{"prompt":"x","stop":[1,2]}`, 400, "stop"},
-		{"/v1/completions", `{"prompt":"x","presence_penalty":0.5}`, 400, "presence_penalty"},
+		{"/v1/completions", `{"prompt":"x","presence_penalty":-2.5}`, 400, "presence_penalty"},
 		{"/v1/completions", `{"prompt":"x","frequency_penalty":3}`, 400, "frequency_penalty"},
-		{"/v1/completions", `{"prompt":"x","logit_bias":{"5":10}}`, 400, "logit_bias"},
+		{"/v1/completions", `{"prompt":"x","logit_bias":{"99999":10}}`, 400, "logit_bias"},
+		{"/v1/completions", `{"prompt":"x","logit_bias":{"five":10}}`, 400, "logit_bias"},
+		{"/v1/completions", `{"prompt":"x","logit_bias":{"5":101}}`, 400, "logit_bias"},
+		{"/v1/completions", `{"prompt":"x","logit_bias":[[5,1]]}`, 400, "logit_bias"},
 		{"/v1/completions", `{"prompt":"x","logprobs":3}`, 400, "logprobs"},
 		{"/v1/completions", `{"prompt":"x","logprobs":0,"echo":true}`, 400, "echo"},
 		{"/v1/completions", `{"prompt":"x","suffix":"y"}`, 400, "suffix"},
@@ -709,5 +712,114 @@ func TestServeSequentialMemory(t *testing.T) {
 	t.Logf("500 requests in %v: heap %d -> %d KiB, RSS %d -> %d KiB", d, heap0>>10, heap1>>10, rss0>>10, rss1>>10)
 	if heap1 > heap0+4<<20 {
 		t.Errorf("heap grew from %d to %d bytes over 500 requests", heap0, heap1)
+	}
+}
+
+// llamaTokens runs /completion and returns the generated token ids.
+func llamaTokens(t *testing.T, url, body string) []int32 {
+	t.Helper()
+	code, b := post(t, url+"/completion", body)
+	var r llamaCompletionResponse
+	if code != 200 || json.Unmarshal(b, &r) != nil {
+		t.Fatalf("%s: %d %s", body, code, b)
+	}
+	return r.Tokens
+}
+
+// Presence and frequency penalties and logit bias (which the library's sampler lacks) change
+// the logits as OpenAI defines them; a bias of 0 changes nothing, stop strings included.
+func TestServePenaltiesAndBias(t *testing.T) {
+	m := randomModel(t)
+	_, url, client := start(t, m, Config{Parallel: 2})
+	const n = 12
+	plain := llamaTokens(t, url, `{"prompt":"a b","n_predict":12,"temperature":0,"ignore_eos":true}`)
+	if len(plain) != n {
+		t.Fatalf("%d tokens", len(plain))
+	}
+	// The adjusting loop with nothing to adjust is the library's greedy generation.
+	same := llamaTokens(t, url, `{"prompt":"a b","n_predict":12,"temperature":0,"ignore_eos":true,"logit_bias":{"5":0}}`)
+	if fmt.Sprint(same) != fmt.Sprint(plain) {
+		t.Errorf("bias 0: %v, want %v", same, plain)
+	}
+	full := libraryGreedy(t, m, "a b", 16, nil)
+	if len(full) > 4 {
+		stop := full[len(full)/2:]
+		want := libraryGreedy(t, m, "a b", 16, []string{stop})
+		code, body := post(t, url+"/v1/completions", fmt.Sprintf(`{"prompt":"a b","max_tokens":16,"temperature":0,"stop":%q,"logit_bias":{"5":0}}`, stop))
+		var r completionResponse
+		if code != 200 || json.Unmarshal(body, &r) != nil || r.Choices[0].Text != want || *r.Choices[0].FinishReason != "stop" {
+			t.Errorf("bias 0 with stop %q: %d %s, want %q", stop, code, body, want)
+		}
+	}
+	// +100 makes a token the only choice; -100 bans one.
+	x := (plain[0] + 7) % int32(m.Tokenizer().VocabSize())
+	for _, id := range llamaTokens(t, url, fmt.Sprintf(`{"prompt":"a b","n_predict":6,"temperature":0.9,"seed":3,"ignore_eos":true,"logit_bias":{"%d":100}}`, x)) {
+		if id != x {
+			t.Errorf("bias +100 on %d: got %d", x, id)
+		}
+	}
+	for _, id := range llamaTokens(t, url, fmt.Sprintf(`{"prompt":"a b","n_predict":12,"temperature":0,"ignore_eos":true,"logit_bias":{"%d":-100}}`, plain[0])) {
+		if id == plain[0] {
+			t.Errorf("bias -100 on %d: generated it", id)
+		}
+	}
+	// Penalties: the greedy choice over logits - frequency*count - presence*[count > 0], counting
+	// the generated tokens, computed here step by step on a session of the same model.
+	differ := 0
+	for _, pen := range []struct{ presence, frequency float32 }{{0, 1.5}, {1.5, 0}, {0.7, 0.4}} {
+		sess, err := m.NewSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		logits, err := sess.EvalContext(context.Background(), m.Tokenizer().Encode("a b"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		counts := map[int32]int{}
+		var want []int32
+		for range n {
+			best, bestV := int32(0), float32(math.Inf(-1))
+			for i, l := range logits {
+				v := l
+				if c := counts[int32(i)]; c > 0 {
+					v -= pen.frequency*float32(c) + pen.presence
+				}
+				if v > bestV {
+					best, bestV = int32(i), v
+				}
+			}
+			want = append(want, best)
+			counts[best]++
+			if logits, err = sess.EvalContext(context.Background(), []int32{best}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sess.Close()
+		got := llamaTokens(t, url, fmt.Sprintf(`{"prompt":"a b","n_predict":12,"temperature":0,"ignore_eos":true,"presence_penalty":%v,"frequency_penalty":%v}`, pen.presence, pen.frequency))
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("presence %v frequency %v: %v, want %v", pen.presence, pen.frequency, got, want)
+		}
+		if fmt.Sprint(want) != fmt.Sprint(plain) {
+			differ++
+		}
+	}
+	if differ == 0 {
+		t.Errorf("no penalty changed the greedy text %v: the test shows nothing", plain)
+	}
+	// Through the OpenAI client, streaming chat with penalties.
+	st, err := client.CreateChatCompletionStream(context.Background(), openai.ChatCompletionRequest{Model: "test-model", MaxTokens: 8, PresencePenalty: 1, FrequencyPenalty: 0.5,
+		LogitBias: map[string]int{"3": -100}, Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "x"}}, Stream: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for {
+		_, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 }
