@@ -38,6 +38,46 @@ func useAVX2() {
 	matVec4[quant.Q4_K] = matVecBlocksAVX2(matvecQ4_Kx4AVX2, 256, quant.SizeQ4_K)
 	matVec4[quant.Q5_K] = matVecBlocksAVX2(matvecQ5_Kx4AVX2, 256, quant.SizeQ5_K)
 	matVec4[quant.Q6_K] = matVecBlocksAVX2(matvecQ6_Kx4AVX2, 256, quant.SizeQ6_K)
+	useLegacyAVX2()
+}
+
+// useLegacyAVX2 installs the AVX2 kernels of avx2_legacy_amd64.s: BF16, Q4_1, Q5_0, Q5_1.
+func useLegacyAVX2() {
+	for _, k := range []struct {
+		t    quant.Type
+		size int
+		mv   func(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32)
+		dq   func(dst *float32, src *byte, nb uintptr, tab *float32)
+	}{
+		{quant.Q4_1, 20, matvecQ4_1x4AVX2, dequantQ4_1AVX2},
+		{quant.Q5_0, 22, matvecQ5_0x4AVX2, dequantQ5_0AVX2},
+		{quant.Q5_1, 24, matvecQ5_1x4AVX2, dequantQ5_1AVX2},
+	} {
+		matVec4[k.t] = matVecBlocksAVX2(k.mv, 32, k.size)
+		dequant[k.t] = blocksTabAVX2(k.dq, 32, k.size)
+	}
+	generic := dequant[quant.BF16]
+	dequant[quant.BF16] = func(dst []float32, src []byte) {
+		h := quant.AsU16(src[:2*len(dst)])
+		n := len(dst) &^ 7
+		if n > 0 {
+			bf16ToF32AVX2(&dst[0], &h[0], uintptr(n))
+		}
+		if n < len(dst) {
+			generic(dst[n:], src[2*n:])
+		}
+	}
+	matVec4[quant.BF16] = func(x []float32, w []byte, ws int, out *[4]float32) {
+		n := len(x) &^ 15
+		checkRows(w, ws, 2*len(x))
+		matvecBF16x4AVX2(&x[0], &w[0], uintptr(ws), uintptr(n), out)
+		for j := range out {
+			row := quant.AsU16(w[j*ws : j*ws+2*len(x)])
+			for i := n; i < len(x); i++ {
+				out[j] += float32(quant.BF16ToF32(row[i]) * x[i])
+			}
+		}
+	}
 }
 
 // Assembly kernels of the AVX2 tier (avx2_*_amd64.s). The dequantizers take whole blocks and
@@ -187,3 +227,27 @@ func weightedSumAVX2Go(out, p, v []float32, vs int) {
 	_ = v[(len(p)-1)*vs+63]
 	weightedSum64AVX2(&out[0], &p[0], &v[0], uintptr(4*vs), uintptr(len(p)))
 }
+
+//go:noescape
+func bf16ToF32AVX2(dst *float32, src *uint16, n uintptr)
+
+//go:noescape
+func matvecBF16x4AVX2(x *float32, w *byte, ws, n uintptr, out *[4]float32)
+
+//go:noescape
+func matvecQ4_1x4AVX2(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32)
+
+//go:noescape
+func matvecQ5_0x4AVX2(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32)
+
+//go:noescape
+func matvecQ5_1x4AVX2(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32)
+
+//go:noescape
+func dequantQ4_1AVX2(dst *float32, src *byte, nb uintptr, tab *float32)
+
+//go:noescape
+func dequantQ5_0AVX2(dst *float32, src *byte, nb uintptr, tab *float32)
+
+//go:noescape
+func dequantQ5_1AVX2(dst *float32, src *byte, nb uintptr, tab *float32)

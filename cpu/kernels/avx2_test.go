@@ -23,13 +23,19 @@ func randRow(rng *rand.Rand, t quant.Type, n int) []byte {
 	var size int
 	var halves []int
 	switch t {
-	case quant.F16:
+	case quant.F16, quant.BF16:
 		size = 2
 		halves = []int{0}
 	case quant.Q8_0:
 		size, halves = quant.SizeQ8_0, []int{0}
 	case quant.Q4_0:
 		size, halves = quant.SizeQ4_0, []int{0}
+	case quant.Q4_1:
+		size, halves = 20, []int{0, 2}
+	case quant.Q5_0:
+		size, halves = 22, []int{0}
+	case quant.Q5_1:
+		size, halves = 24, []int{0, 2}
 	case quant.Q4_K:
 		size, halves = quant.SizeQ4_K, []int{0, 2}
 	case quant.Q5_K:
@@ -45,7 +51,8 @@ func randRow(rng *rand.Rand, t quant.Type, n int) []byte {
 	return row
 }
 
-var quantTypes = []quant.Type{quant.F16, quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q5_K, quant.Q6_K}
+var quantTypes = []quant.Type{quant.F16, quant.BF16, quant.Q8_0, quant.Q4_0, quant.Q4_1, quant.Q5_0, quant.Q5_1,
+	quant.Q4_K, quant.Q5_K, quant.Q6_K}
 
 func TestDequantizeRandomBytes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(8, 8))
