@@ -304,7 +304,9 @@ func parseMerges(raw json.RawMessage) ([]string, error) {
 		return nil, nil
 	}
 	var strs []string
-	if err := json.Unmarshal(raw, &strs); err == nil {
+	if nestedArray(raw) {
+		strs = nil // pairs: skip the attempt as strings
+	} else if err := json.Unmarshal(raw, &strs); err == nil {
 		if len(strs) == 0 {
 			return nil, nil
 		}
@@ -322,6 +324,16 @@ func parseMerges(raw json.RawMessage) ([]string, error) {
 		out[i] = strings.ReplaceAll(p[0], " ", "\u0120") + " " + strings.ReplaceAll(p[1], " ", "\u0120")
 	}
 	return out, nil
+}
+
+// nestedArray reports whether raw starts as an array of arrays.
+func nestedArray(raw []byte) bool {
+	t := bytes.TrimLeft(raw, " \t\r\n")
+	if len(t) == 0 || t[0] != '[' {
+		return false
+	}
+	t = bytes.TrimLeft(t[1:], " \t\r\n")
+	return len(t) > 0 && t[0] == '['
 }
 
 // readMergesTxt reads merges.txt as gguf-py does: an optional "#version" first line, blank

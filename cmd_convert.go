@@ -1,0 +1,111 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gorun-dev/gorun/convert"
+	"github.com/gorun-dev/gorun/gguf"
+	"github.com/gorun-dev/gorun/internal/progress"
+	"github.com/gorun-dev/gorun/llm"
+	"github.com/gorun-dev/gorun/quant"
+)
+
+const convertSynopsis = `gorun convert HF_DIR OUT.gguf [--outtype f16]: convert a Hugging Face GPT-2 checkpoint to GGUF
+
+HF_DIR is a GPT2LMHeadModel directory as transformers saves it: config.json, model.safetensors
+(or shards listed by model.safetensors.index.json; F32, F16 or BF16 weights) and tokenizer.json
+(or vocab.json and merges.txt). pytorch_model.bin (a pickle) is not read: use safetensors.
+The output is what llama.cpp's convert_hf_to_gguf.py writes for the same checkpoint: the same
+metadata, tensor names, order, shapes, types and bytes. --outtype is f32, f16 (the default),
+bf16, auto (f16 when the checkpoint is F16, else bf16), q8_0, or any 'gorun quantize' recipe
+(%s), applied after conversion. OUT is written to OUT.tmp and renamed when complete.`
+
+func cmdConvert(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("convert", fmt.Sprintf(convertSynopsis, strings.Join(quant.FileTypeNames(), ", ")), stderr)
+	outType := fs.String("outtype", "f16", "output `type`: f32, f16, bf16, auto, q8_0 or a quantize recipe")
+	outFile := fs.String("outfile", "", "output `FILE` (instead of the second argument, as llama.cpp spells it)")
+	name := fs.String("model-name", "", "general.name (default: derived from the directory's name, as llama.cpp does)")
+	threads := fs.Int("t", 0, "`threads` for quantized recipes (default: one per physical core)")
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if *outFile != "" {
+		pos = append(pos, *outFile)
+	}
+	if len(pos) != 2 {
+		return usageError(fs, stderr, "want HF_DIR OUT.gguf, got %d arguments", len(pos))
+	}
+	dir, out := pos[0], pos[1]
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		if err == nil {
+			err = fmt.Errorf("not a directory")
+		}
+		return fmt.Errorf("%s: %w (want a Hugging Face model directory)", dir, err)
+	}
+	target, err := gguf.ResolveOutput(out)
+	if err != nil {
+		return err
+	}
+	defer removeOnSignal(stderr, gguf.TempPath(target), target+".f32.tmp")()
+	start := time.Now()
+	bar := progress.New(stderr, "convert", 1).Bytes()
+	var qbar *progress.Bar
+	opts := convert.Options{OutType: *outType, Name: *name, Threads: *threads,
+		Progress: func(done, total int64, tensor string) {
+			bar = bar.Resize(total * 4)
+			bar.Set(done*4, tensor, true)
+		},
+		QuantizeProgress: func(done, total int64, t llm.TensorReport) {
+			if qbar == nil {
+				bar.Done()
+				qbar = progress.New(stderr, "quantize", total).Bytes()
+			}
+			qbar.Set(done, fmt.Sprintf("%-28s %6v -> %-6v", t.Name, t.From, t.To), false)
+		}}
+	rep, err := convert.Convert(dir, out, opts)
+	if qbar != nil {
+		qbar.Done()
+	} else {
+		bar.Done()
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s: %q, %d tensors, %d parameters (output.weight's copy included), --outtype %s (file type %v), tokenizer from %s, %d bytes, %.1f s\n",
+		out, rep.Name, rep.Tensors, rep.Params, rep.OutType, rep.FileType, rep.Tokenizer, rep.FileBytes, time.Since(start).Seconds())
+	return nil
+}
+
+// removeOnSignal removes the files and exits (130 for SIGINT, 143 for SIGTERM) when the process
+// is interrupted or terminated, until the returned function is called.
+func removeOnSignal(stderr io.Writer, files ...string) (stop func()) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case sig := <-ch:
+			for _, f := range files {
+				os.Remove(f)
+			}
+			fmt.Fprintf(stderr, "\ngorun: %v: stopped, temporary files removed\n", sig)
+			code := exitInterrupted
+			if sig == syscall.SIGTERM {
+				code = 128 + 15
+			}
+			os.Exit(code)
+		case <-done:
+		}
+	}()
+	return func() {
+		signal.Stop(ch)
+		close(done)
+	}
+}
