@@ -22,6 +22,7 @@ Usage:
   gorun quantize IN.gguf OUT.gguf TYPE         write a quantized copy of a model
   gorun bench -m MODEL.gguf [-p 512] [-n 128]  measure prompt and generation speed (llama-bench)
   gorun random-model -shape 124M -o OUT.gguf   write a random-weight GPT-2 for benchmarks
+  gorun convert HF_DIR OUT.gguf [--outtype T]  convert a Hugging Face GPT-2 (safetensors) to GGUF
   gorun help [COMMAND]                         show help
 
 Run 'gorun COMMAND -h' for a command's options.
@@ -37,6 +38,7 @@ var commands = map[string]func(args []string, stdout, stderr io.Writer) error{
 	"quantize":     cmdQuantize,
 	"bench":        cmdBench,
 	"random-model": cmdRandomModel,
+	"convert":      cmdConvert,
 	"serve":        cmdServe,
 }
 
