@@ -95,6 +95,11 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	}
 	wantLogprobs := req.Logprobs != nil
 	tok := s.model.Tokenizer()
+	var top []alternative // the step's alternatives, when logprobs > 0
+	if wantLogprobs && *req.Logprobs > 0 {
+		adj.topN = *req.Logprobs
+		adj.onTop = func(a []alternative) { top = a }
+	}
 	resp := completionResponse{ID: newID("cmpl-"), Object: "text_completion", Created: time.Now().Unix(), Model: s.name, SystemFingerprint: fingerprint}
 	sl, ae := s.acquire(r.Context(), prompts[0])
 	if ae != nil {
@@ -134,6 +139,13 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 					piece := tok.Decode([]int32{p.Token})
 					plp = &completionLogprobs{Tokens: []string{piece}, TokenLogprobs: []float32{p.LogProb}, TextOffset: []int{offset}}
 					offset += len(piece)
+					if adj.topN > 0 {
+						m := make(map[string]float32, len(top))
+						for _, a := range top {
+							m[tok.Decode([]int32{a.Token})] = a.LogProb
+						}
+						plp.TopLogprobs = []map[string]float32{m}
+					}
 				}
 				if stream != nil {
 					if p.Text == "" && plp == nil {
@@ -146,6 +158,9 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 					lp.Tokens = append(lp.Tokens, plp.Tokens...)
 					lp.TokenLogprobs = append(lp.TokenLogprobs, plp.TokenLogprobs...)
 					lp.TextOffset = append(lp.TextOffset, plp.TextOffset...)
+					if plp.TopLogprobs != nil {
+						lp.TopLogprobs = append(lp.TopLogprobs, plp.TopLogprobs...)
+					}
 				}
 				return nil
 			})
@@ -190,8 +205,6 @@ func (s *Server) completionChecks(req *completionRequest) *apiError {
 	switch {
 	case req.Logprobs != nil && (*req.Logprobs < 0 || *req.Logprobs > 5):
 		return badRequest("logprobs", "logprobs = %d is outside [0, 5]", *req.Logprobs)
-	case req.Logprobs != nil && *req.Logprobs > 0:
-		return badRequest("logprobs", "gorun reports the log-probability of each generated token (logprobs: 0), not the top alternatives")
 	case req.Logprobs != nil && req.Echo:
 		return badRequest("echo", "echo with logprobs (the prompt's log-probabilities) is not supported")
 	case req.BestOf != nil && (req.N == nil && *req.BestOf != 1 || req.N != nil && *req.BestOf != *req.N):
@@ -239,10 +252,17 @@ type chatTurn struct {
 }
 
 type chatLogprob struct {
-	Token       string        `json:"token"`
-	Logprob     float32       `json:"logprob"`
-	Bytes       []int         `json:"bytes"`
-	TopLogprobs []chatLogprob `json:"top_logprobs"`
+	Token       string    `json:"token"`
+	Logprob     float32   `json:"logprob"`
+	Bytes       []int     `json:"bytes"`
+	TopLogprobs []chatAlt `json:"top_logprobs"`
+}
+
+// chatAlt is an alternative token in chat logprobs.
+type chatAlt struct {
+	Token   string  `json:"token"`
+	Logprob float32 `json:"logprob"`
+	Bytes   []int   `json:"bytes"`
 }
 
 type chatLogprobs struct {
@@ -373,6 +393,11 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	wantLogprobs := req.Logprobs != nil && *req.Logprobs
+	var top []alternative // the step's alternatives, when top_logprobs > 0
+	if wantLogprobs && req.TopLogprobs != nil && *req.TopLogprobs > 0 {
+		adj.topN = *req.TopLogprobs
+		adj.onTop = func(a []alternative) { top = a }
+	}
 	resp := chatResponse{ID: newID("chatcmpl-"), Object: "chat.completion", Created: time.Now().Unix(), Model: s.name, SystemFingerprint: fingerprint}
 	var stream *sse
 	if req.Stream {
@@ -409,12 +434,15 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			}
 			var plp *chatLogprobs
 			if wantLogprobs && p.Token >= 0 {
-				b := tok.TokenBytes(p.Token)
-				ints := make([]int, len(b))
-				for i, c := range b {
-					ints[i] = int(c)
+				c := chatTokenLogprob(tok.TokenBytes(p.Token), p.LogProb)
+				c.TopLogprobs = []chatAlt{}
+				if adj.topN > 0 {
+					for _, a := range top {
+						alt := chatTokenLogprob(tok.TokenBytes(a.Token), a.LogProb)
+						c.TopLogprobs = append(c.TopLogprobs, chatAlt{Token: alt.Token, Logprob: alt.Logprob, Bytes: alt.Bytes})
+					}
 				}
-				plp = &chatLogprobs{Content: []chatLogprob{{Token: string(b), Logprob: p.LogProb, Bytes: ints, TopLogprobs: []chatLogprob{}}}}
+				plp = &chatLogprobs{Content: []chatLogprob{c}}
 			}
 			if stream != nil {
 				if t == "" && plp == nil {
@@ -468,8 +496,6 @@ func chatChecks(req *chatRequest) *apiError {
 	switch {
 	case req.TopLogprobs != nil && (*req.TopLogprobs < 0 || *req.TopLogprobs > 20):
 		return badRequest("top_logprobs", "top_logprobs = %d is outside [0, 20]", *req.TopLogprobs)
-	case req.TopLogprobs != nil && *req.TopLogprobs > 0:
-		return badRequest("top_logprobs", "gorun reports the log-probability of each generated token, not the top alternatives (top_logprobs must be 0)")
 	case req.TopLogprobs != nil && (req.Logprobs == nil || !*req.Logprobs):
 		return badRequest("top_logprobs", "top_logprobs needs logprobs: true")
 	case req.StreamOptions != nil && !req.Stream:
@@ -484,6 +510,14 @@ func chatChecks(req *chatRequest) *apiError {
 		}
 	}
 	return nil
+}
+
+func chatTokenLogprob(b []byte, lp float32) chatLogprob {
+	ints := make([]int, len(b))
+	for i, c := range b {
+		ints[i] = int(c)
+	}
+	return chatLogprob{Token: string(b), Logprob: lp, Bytes: ints}
 }
 
 func chatChunk(resp *chatResponse, index int, delta *chatOut, lp *chatLogprobs, finish *string) chatResponse {

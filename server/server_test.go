@@ -319,7 +319,7 @@ func TestServeMalformedRequests(t *testing.T) {
 		{"/v1/completions", `{"prompt":"x","logit_bias":{"five":10}}`, 400, "logit_bias"},
 		{"/v1/completions", `{"prompt":"x","logit_bias":{"5":101}}`, 400, "logit_bias"},
 		{"/v1/completions", `{"prompt":"x","logit_bias":[[5,1]]}`, 400, "logit_bias"},
-		{"/v1/completions", `{"prompt":"x","logprobs":3}`, 400, "logprobs"},
+		{"/v1/completions", `{"prompt":"x","logprobs":6}`, 400, "logprobs"},
 		{"/v1/completions", `{"prompt":"x","logprobs":0,"echo":true}`, 400, "echo"},
 		{"/v1/completions", `{"prompt":"x","suffix":"y"}`, 400, "suffix"},
 		{"/v1/completions", `{"prompt":"x","stream_options":{"include_usage":true}}`, 400, "stream_options"},
@@ -327,7 +327,8 @@ func TestServeMalformedRequests(t *testing.T) {
 		{"/v1/chat/completions", `{"messages":[{"role":"tool","content":"x"}]}`, 400, "messages"},
 		{"/v1/chat/completions", `{"messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, 400, "messages"},
 		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"tools":[]}`, 400, "tools"},
-		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":2}`, 400, "top_logprobs"},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":21}`, 400, "top_logprobs"},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"top_logprobs":2}`, 400, "top_logprobs"},
 		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}}`, 400, "response_format"},
 		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"` + long + `"}]}`, 400, "messages"},
 		{"/completion", `{"prompt":"x","n_predict":-2}`, 400, "n_predict"},
@@ -412,6 +413,36 @@ func TestServeParameters(t *testing.T) {
 		Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "x"}}})
 	if err != nil || chat.Choices[0].LogProbs == nil || len(chat.Choices[0].LogProbs.Content) != chat.Usage.CompletionTokens {
 		t.Errorf("chat logprobs: %v %+v", err, chat)
+	}
+	// Top alternatives: the most likely first, the greedy choice among them with its own
+	// log-probability.
+	code, body = post(t, url+"/v1/completions", `{"prompt":"a b","max_tokens":4,"temperature":0,"logprobs":3,"ignore_eos":true}`)
+	if code != 200 || json.Unmarshal(body, &r) != nil {
+		t.Fatalf("%d %s", code, body)
+	}
+	lp = r.Choices[0].Logprobs
+	if lp == nil || len(lp.TopLogprobs) != 4 || strings.Join(lp.Tokens, "") != libraryGreedy(t, m, "a b", 4, nil) {
+		t.Fatalf("top logprobs: %s", body)
+	}
+	for i, alts := range lp.TopLogprobs {
+		best := float32(math.Inf(-1))
+		for _, v := range alts {
+			best = max(best, v)
+		}
+		if len(alts) != 3 || alts[lp.Tokens[i]] != lp.TokenLogprobs[i] || best != lp.TokenLogprobs[i] {
+			t.Errorf("step %d: alternatives %v, chosen %q %v", i, alts, lp.Tokens[i], lp.TokenLogprobs[i])
+		}
+	}
+	top := 2
+	chat, err = client.CreateChatCompletion(ctx, openai.ChatCompletionRequest{Model: "test-model", MaxTokens: 3, LogProbs: true, TopLogProbs: top, Temperature: greedyTemp,
+		Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "x"}}})
+	if err != nil || chat.Choices[0].LogProbs == nil || len(chat.Choices[0].LogProbs.Content) == 0 {
+		t.Fatalf("chat top logprobs: %v %+v", err, chat)
+	}
+	for _, c := range chat.Choices[0].LogProbs.Content {
+		if len(c.TopLogProbs) != top || c.TopLogProbs[0].LogProb < c.TopLogProbs[1].LogProb || c.TopLogProbs[0].LogProb != c.LogProb {
+			t.Errorf("chat alternatives %+v", c)
+		}
 	}
 	// Echo puts the prompt first; max_tokens 0 generates nothing.
 	code, body = post(t, url+"/v1/completions", `{"prompt":"a b","max_tokens":0,"echo":true}`)
