@@ -34,13 +34,28 @@ func dotGeneric(a, b []float32) float32 {
 	k := len(a)
 	b = b[:k]
 	n := k &^ (lanes - 1)
-	var acc [lanes]float32
+	// Sixteen named partial sums (not an array) so the compiler keeps them in registers.
+	var s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14, s15 float32
 	for i := 0; i < n; i += lanes {
 		x, y := (*[lanes]float32)(a[i:]), (*[lanes]float32)(b[i:])
-		for l := range acc {
-			acc[l] += float32(x[l] * y[l])
-		}
+		s0 += float32(x[0] * y[0])
+		s1 += float32(x[1] * y[1])
+		s2 += float32(x[2] * y[2])
+		s3 += float32(x[3] * y[3])
+		s4 += float32(x[4] * y[4])
+		s5 += float32(x[5] * y[5])
+		s6 += float32(x[6] * y[6])
+		s7 += float32(x[7] * y[7])
+		s8 += float32(x[8] * y[8])
+		s9 += float32(x[9] * y[9])
+		s10 += float32(x[10] * y[10])
+		s11 += float32(x[11] * y[11])
+		s12 += float32(x[12] * y[12])
+		s13 += float32(x[13] * y[13])
+		s14 += float32(x[14] * y[14])
+		s15 += float32(x[15] * y[15])
 	}
+	acc := [lanes]float32{s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14, s15}
 	return tail(reduce(&acc), a[n:], b[n:])
 }
 
