@@ -4,6 +4,7 @@ package cuda
 
 import (
 	_ "embed"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -18,6 +19,8 @@ import (
 
 //go:embed kernels.ptx
 var kernelsPTX []byte
+
+var errClosed = errors.New("cuda: the backend is closed")
 
 // Status bits the kernels set on bad input (see kernels.cu).
 const (
@@ -198,7 +201,9 @@ func (b *Backend) buffer(p DevicePtr, size int) *graph.Buffer {
 	return &graph.Buffer{Dev: uintptr(p), Size: size, Release: func() {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		b.ctx.Do(func() error { b.free(p); return nil })
+		if b.ctx != nil { // after Close everything is freed already
+			b.ctx.Do(func() error { b.free(p); return nil })
+		}
 	}}
 }
 
@@ -209,6 +214,9 @@ func (b *Backend) Alloc(size int) (*graph.Buffer, error) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.ctx == nil {
+		return nil, errClosed
+	}
 	var p DevicePtr
 	err := b.ctx.Do(func() error {
 		var err error
@@ -227,6 +235,9 @@ func (b *Backend) Alloc(size int) (*graph.Buffer, error) {
 func (b *Backend) Weights(host []byte) (*graph.Buffer, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.ctx == nil {
+		return nil, errClosed
+	}
 	var p DevicePtr
 	err := b.ctx.Do(func() error {
 		var err error
@@ -260,6 +271,9 @@ func (b *Backend) Write(t *graph.Tensor, src []byte) error {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.ctx == nil {
+		return errClosed
+	}
 	if b.stagingOff+len(src) > len(b.staging) {
 		// Flush what is staged, then grow the staging memory if one write needs more.
 		err := b.ctx.Do(func() error {
@@ -311,6 +325,9 @@ func (b *Backend) Read(t *graph.Tensor, dst []byte) error {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.ctx == nil {
+		return errClosed
+	}
 	if b.stats {
 		defer func(t0 time.Time) { b.nRead++; b.tRead += time.Since(t0) }(time.Now())
 	}
@@ -354,6 +371,9 @@ func (b *Backend) Read(t *graph.Tensor, dst []byte) error {
 func (b *Backend) Compute(g *graph.Graph) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.ctx == nil {
+		return errClosed
+	}
 	if b.stats {
 		t0 := time.Now()
 		defer func() { b.nCompute++; b.tCompute += time.Since(t0) }()
@@ -421,6 +441,9 @@ func (b *Backend) Compute(g *graph.Graph) error {
 func (b *Backend) Prepare(g *graph.Graph) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.ctx == nil {
+		return errClosed
+	}
 	return b.ctx.Do(func() error {
 		_, err := b.program(g)
 		return err
@@ -541,11 +564,11 @@ func (b *Backend) dropProgram(g *graph.Graph, p *program) {
 
 // Close frees everything the backend allocated and releases the GPU.
 func (b *Backend) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.ctx == nil {
 		return nil
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	if b.profile && len(b.prof) > 0 {
 		b.printProfile()
 	}

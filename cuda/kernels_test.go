@@ -464,6 +464,27 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
+// After Close the backend refuses work with an error, and releasing its buffers is harmless.
+func TestClosed(t *testing.T) {
+	b, err := New(0)
+	if err != nil {
+		t.Skipf("no usable CUDA GPU: %v", err)
+	}
+	buf, err := b.Alloc(1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	b.Close()
+	buf.Release()
+	if _, err := b.Alloc(16); !errors.Is(err, errClosed) {
+		t.Fatalf("Alloc after Close: %v", err)
+	}
+	if err := b.Compute(graph.NewGraph(1)); !errors.Is(err, errClosed) {
+		t.Fatalf("Compute after Close: %v", err)
+	}
+}
+
 // CUDA failures are Go errors carrying CUDA's error name.
 func TestCUDAError(t *testing.T) {
 	g := gpu(t)
