@@ -63,8 +63,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 		return usageError(fs, stderr, "--parallel %d is outside 1..1024", *parallel)
 	case *queue < 0:
 		return usageError(fs, stderr, "--queue %d is negative", *queue)
-	case *n < -1:
-		return usageError(fs, stderr, "-n %d (want -1 or a count)", *n)
+	case *n < -1 || *n == 0:
+		return usageError(fs, stderr, "-n %d (want -1 or a count of at least 1)", *n)
 	case *maxBody < 1:
 		return usageError(fs, stderr, "--max-body %d is not positive", *maxBody)
 	}
@@ -92,9 +92,6 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 	}
 	cfg := server.Config{Model: m, ModelName: name, Parallel: *parallel, Queue: *queue, APIKey: *apiKey,
 		ChatTemplate: *tmpl, DefaultMaxTokens: *n, MaxBodyBytes: *maxBody}
-	if *n == 0 {
-		cfg.DefaultMaxTokens = 0
-	}
 	if chatStop != nil {
 		cfg.ChatStop = chatStop
 	}

@@ -21,6 +21,7 @@ func TestServeUsageErrors(t *testing.T) {
 		{"serve", "-m", "x.gguf", "--parallel", "0"},
 		{"serve", "-m", "x.gguf", "--queue", "-1"},
 		{"serve", "-m", "x.gguf", "-n", "-2"},
+		{"serve", "-m", "x.gguf", "-n", "0"},
 		{"serve", "-m", "x.gguf", "extra"},
 	} {
 		if code, _, errs := gorun(args...); code != exitUsage || !strings.Contains(errs, "gorun serve") {

@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"text/template"
@@ -287,8 +288,11 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) *apiError
 	err := dec.Decode(v)
 	if err == nil {
 		var extra json.RawMessage
-		if dec.Decode(&extra) == nil {
+		if e := dec.Decode(&extra); e != io.EOF {
 			err = errors.New("data after the JSON object")
+			if errors.As(e, new(*http.MaxBytesError)) {
+				err = e
+			}
 		}
 	}
 	if err == nil {

@@ -292,6 +292,7 @@ func TestServeMalformedRequests(t *testing.T) {
 	}{
 		{"/v1/completions", `{bad json`, 400, ""},
 		{"/v1/completions", `{"prompt":"x"} {"prompt":"y"}`, 400, ""},
+		{"/v1/completions", `{"prompt":"x"}}`, 400, ""},
 		{"/v1/completions", `{"prompt":"` + strings.Repeat("x", 70<<10) + `"}`, 413, ""},
 		{"/v1/completions", `{"prompt":"x","max_tokens":"ten"}`, 400, "max_tokens"},
 		{"/v1/completions", `{"prompt":"x","max_tokens":1.5}`, 400, "max_tokens"},
