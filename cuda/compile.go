@@ -430,10 +430,14 @@ func (b *Backend) emit(p *program, o op, where func(*graph.Tensor) (DevicePtr, e
 				}
 				const wpb = 8 // warps per block
 				stride := (R*w.Nb[1] + 15) &^ 15
-				a.i32(R).i32(stride)
+				xsm := 0
+				if M == 1 && K <= 4096 {
+					xsm = 1 // the activation row goes through shared memory
+				}
+				a.i32(R).i32(stride).i32(xsm)
 				l.grid = Dim3{(N + wpb*R - 1) / (wpb * R), 1, 1}
 				l.block = Dim3{32 * wpb, 1, 1}
-				l.shm = wpb * stride
+				l.shm = wpb*stride + xsm*(K+K/8)*4
 			case wide:
 				name = "mv_" + suf
 				l.grid = Dim3{(N*32 + 255) / 256, 1, 1}

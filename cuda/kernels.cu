@@ -370,22 +370,32 @@ __device__ __forceinline__ void stage_copy(U *dst, const U *__restrict__ src, in
 template <int T>
 __device__ __forceinline__ void mvs_body(const uint8_t *__restrict__ W, int wrow, const float *__restrict__ X, int ldx,
 		float *__restrict__ Y, int ldy, int N, int M, int K, const float *bias, const float *res, int ldres, int act, int R,
-		int wstride) {
+		int wstride, int xsm) {
 	extern __shared__ __align__(16) uint8_t stage[];
-	int wid = threadIdx.x >> 5, lane = threadIdx.x & 31;
-	int row0 = (blockIdx.x * (blockDim.x >> 5) + wid) * R;
-	if (row0 >= N) return;
+	int nw = blockDim.x >> 5, wid = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	int row0 = (blockIdx.x * nw + wid) * R;
+	bool active = row0 < N;
 	uint8_t *st = stage + wid * wstride;
-	int rows = min(R, N - row0);
-	const uint8_t *g = W + (size_t)row0 * wrow;
-	int bytes = rows * wrow;
-	if ((((size_t)g | wrow) & 15) == 0) {
-		stage_copy<uint4, 8>((uint4 *)st, (const uint4 *)g, bytes >> 4, lane);
-	} else if ((((size_t)g | wrow) & 3) == 0) {
-		stage_copy<uint32_t, 16>((uint32_t *)st, (const uint32_t *)g, bytes >> 2, lane);
-	} else {
-		stage_copy<unsigned short, 16>((unsigned short *)st, (const unsigned short *)g, bytes >> 1, lane);
+	int rows = active ? min(R, N - row0) : 0;
+	if (active) {
+		const uint8_t *g = W + (size_t)row0 * wrow;
+		int bytes = rows * wrow;
+		if ((((size_t)g | bytes) & 15) == 0) {
+			stage_copy<uint4, 8>((uint4 *)st, (const uint4 *)g, bytes >> 4, lane);
+		} else if ((((size_t)g | bytes) & 3) == 0) {
+			stage_copy<uint32_t, 16>((uint32_t *)st, (const uint32_t *)g, bytes >> 2, lane);
+		} else {
+			stage_copy<unsigned short, 16>((unsigned short *)st, (const unsigned short *)g, bytes >> 1, lane);
+		}
 	}
+	// With xsm (one activation row), the block copies it to shared memory once, 4 floats of
+	// padding after every 32 so that the lanes' float4 reads of their chunks hit different banks.
+	float *xs = (float *)(stage + nw * wstride);
+	if (xsm) {
+		for (int k = threadIdx.x; k < K; k += blockDim.x) xs[k + (k >> 5) * 4] = X[k];
+		__syncthreads();
+	}
+	if (!active) return;
 	__syncwarp();
 	int chunks = K >> 5;
 	for (int r = 0; r < rows; r++) {
@@ -400,7 +410,7 @@ __device__ __forceinline__ void mvs_body(const uint8_t *__restrict__ W, int wrow
 #pragma unroll
 			for (int m = 0; m < MV_MAXM; m++) {
 				if (m < M) {
-					const float4 *x = (const float4 *)(X + (size_t)m * ldx + 32 * c);
+					const float4 *x = xsm ? (const float4 *)(xs + 36 * c) : (const float4 *)(X + (size_t)m * ldx + 32 * c);
 					float s = 0.0f;
 #pragma unroll
 					for (int i = 0; i < 8; i++) {
@@ -763,8 +773,8 @@ __device__ __forceinline__ void getrows_body(const uint8_t *__restrict__ table, 
 	}                                                                                                          \
 	extern "C" __global__ void __launch_bounds__(256) mvs_##name(const uint8_t *W, int wrow, const float *X,    \
 			int ldx, float *Y, int ldy, int N, int M, int K, const float *bias, const float *res, int ldres,      \
-			int act, int R, int wstride) {                                                                     \
-		mvs_body<T>(W, wrow, X, ldx, Y, ldy, N, M, K, bias, res, ldres, act, R, wstride);                      \
+			int act, int R, int wstride, int xsm) {                                                            \
+		mvs_body<T>(W, wrow, X, ldx, Y, ldy, N, M, K, bias, res, ldres, act, R, wstride, xsm);                 \
 	}                                                                                                          \
 	extern "C" __global__ void __launch_bounds__(256) mvsln_##name(const uint8_t *W, int wrow, const float *X,  \
 			float *Y, int N, int K, const float *bias, const float *res, int act, int wstride, const float *lnw, \
