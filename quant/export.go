@@ -18,3 +18,6 @@ const (
 // F16Table maps every half-precision bit pattern to its float32 value (read-only): SIMD
 // kernels load block scales through it with one broadcast.
 func F16Table() *[1 << 16]float32 { return f16Table }
+
+// Q3Scales unpacks the 16 signed 6-bit sub-block scales of a Q3_K super-block.
+func Q3Scales(s *[12]byte) [16]int8 { return q3Scales(s) }

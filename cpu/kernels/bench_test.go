@@ -66,7 +66,7 @@ func BenchmarkDequant(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	src := randVec(rng, n)
 	dst := make([]float32, n)
-	for _, typ := range []quant.Type{quant.F16, quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q5_K, quant.Q6_K} {
+	for _, typ := range []quant.Type{quant.F16, quant.Q8_0, quant.Q4_0, quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K} {
 		rs, _ := typ.RowSize(n)
 		row := make([]byte, rs)
 		if err := quant.QuantizeRow(typ, row, src); err != nil {
