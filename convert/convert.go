@@ -30,6 +30,9 @@ type Options struct {
 	// Name sets general.name; empty derives it (and basename, size label, ...) from the
 	// config's _name_or_path and the directory's name as llama.cpp does.
 	Name string
+	// ModelID, when set, stands for the directory's name in deriving the naming metadata: the
+	// Hub's "ORG/NAME" for a download (whose directory is named by a commit hash).
+	ModelID string
 	// Threads quantize (recipes other than f32/f16/bf16); <= 0: one per core.
 	Threads int
 	// Reference makes quantized recipes use llama.cpp's reference quantizers (always so for
@@ -409,7 +412,11 @@ func Convert(dir, out string, opts Options) (Report, error) {
 		total += t.src.Elements()
 	}
 	rep.Tensors = len(tensors)
-	meta := deriveMeta(h.nameOrPath, filepath.Base(filepath.Clean(dir)), rep.Params)
+	id := opts.ModelID
+	if id == "" {
+		id = filepath.Base(filepath.Clean(dir))
+	}
+	meta := deriveMeta(h.nameOrPath, id, rep.Params)
 	if opts.Name != "" {
 		meta.name = opts.Name
 	}

@@ -47,6 +47,9 @@ func deriveMeta(nameOrPath, dirName string, totalParams int64) modelMeta {
 	if m.name == "" {
 		m.name = dirName
 	}
+	if _, rest, ok := strings.Cut(m.name, "/"); ok && m.name == dirName {
+		m.name = rest
+	}
 	if m.sizeLabel == "" && totalParams > 0 {
 		m.sizeLabel = roundedCount(totalParams, 2)
 	}

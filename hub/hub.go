@@ -164,8 +164,17 @@ func (c *Client) Files(repo, revision string) (commit string, files []string, er
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&info); err != nil {
 		return "", nil, fmt.Errorf("%s: the Hub's file list: %w", repo, err)
 	}
+	if !commitRE.MatchString(info.SHA) {
+		return "", nil, fmt.Errorf("%s: the Hub's file list has no commit (sha %q)", repo, info.SHA)
+	}
 	for _, s := range info.Siblings {
 		files = append(files, s.Name)
+	}
+	// The revision's commit is recorded, as snapshot_download does, for offline use.
+	if revision != info.SHA {
+		if err := writeRef(c.repoDir(repo), revision, info.SHA); err != nil {
+			return "", nil, err
+		}
 	}
 	return info.SHA, files, nil
 }

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gorun-dev/gorun/hub/hubtest"
+	"github.com/gorun-dev/gorun/internal/fixtures"
+)
+
+// gorun pull against a local fake Hub: a GGUF repository (the file picked by its quantization
+// name, its cache path printed) and a safetensors checkpoint (downloaded and converted); then
+// offline from the cache, and a gated repository explained.
+func TestPullCommand(t *testing.T) {
+	micro := filepath.Dir(fixtures.Path(t, "hf/gpt2-micro/model.safetensors"))
+	ref := fixtures.Path(t, "hf/gpt2-micro-f16.llamacpp.gguf")
+	ckpt := map[string][]byte{}
+	for _, f := range []string{"config.json", "tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt", "model.safetensors"} {
+		b, err := os.ReadFile(filepath.Join(micro, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ckpt[f] = b
+	}
+	refBytes, err := os.ReadFile(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const commit = "89abcdef0123456789abcdef0123456789abcdef"
+	s := hubtest.New(map[string]*hubtest.Repo{
+		"test/gpt2-micro":      {Commit: commit, Files: ckpt},
+		"test/gpt2-micro-GGUF": {Commit: commit, Files: map[string][]byte{"gpt2-micro.F16.gguf": refBytes, "README.md": []byte("hi")}},
+		"test/gated":           {Commit: commit, Files: ckpt, Gated: true},
+	})
+	defer s.Close()
+	home := t.TempDir()
+	t.Setenv("HF_HOME", home)
+	t.Setenv("HF_HUB_CACHE", "")
+	t.Setenv("HF_ENDPOINT", s.URL)
+	t.Setenv("HF_TOKEN", "")
+	t.Setenv("HF_HUB_OFFLINE", "")
+
+	code, stdout, stderr := gorun("pull", "test/gpt2-micro-GGUF:f16")
+	want := filepath.Join(home, "hub", "models--test--gpt2-micro-GGUF", "snapshots", commit, "gpt2-micro.F16.gguf")
+	if code != 0 || strings.TrimSpace(stdout) != want {
+		t.Fatalf("pull GGUF: exit %d, stdout %q (want %s), stderr %s", code, stdout, want, stderr)
+	}
+	if b, _ := os.ReadFile(want); string(b) != string(refBytes) {
+		t.Error("pulled GGUF differs")
+	}
+
+	out := filepath.Join(t.TempDir(), "m.gguf")
+	code, stdout, stderr = gorun("pull", "test/gpt2-micro", "-o", out)
+	if code != 0 || strings.TrimSpace(stdout) != out {
+		t.Fatalf("pull checkpoint: exit %d, stdout %q, stderr %s", code, stdout, stderr)
+	}
+	if code, _, stderr := gorun("-m", out, "-p", "Hello", "-n", "4", "--temp", "0"); code != 0 {
+		t.Fatalf("run: exit %d: %s", code, stderr)
+	}
+
+	s.Close()
+	t.Setenv("HF_HUB_OFFLINE", "1")
+	if code, stdout, stderr := gorun("pull", "test/gpt2-micro-GGUF:F16"); code != 0 || strings.TrimSpace(stdout) != want {
+		t.Errorf("offline: exit %d, %q, %s", code, stdout, stderr)
+	}
+	if code, _, stderr := gorun("pull", "test/other"); code != 1 || !strings.Contains(stderr, "offline") {
+		t.Errorf("offline, uncached: exit %d, %s", code, stderr)
+	}
+}
+
+func TestPullGated(t *testing.T) {
+	s := hubtest.New(map[string]*hubtest.Repo{"test/gated": {Commit: strings.Repeat("a", 40), Files: map[string][]byte{"x.gguf": []byte("GGUF")}, Gated: true}})
+	defer s.Close()
+	t.Setenv("HF_HOME", t.TempDir())
+	t.Setenv("HF_HUB_CACHE", "")
+	t.Setenv("HF_ENDPOINT", s.URL)
+	t.Setenv("HF_TOKEN", "")
+	t.Setenv("HF_HUB_OFFLINE", "")
+	code, _, stderr := gorun("pull", "test/gated")
+	if code != 1 || !strings.Contains(stderr, "gated or private") || !strings.Contains(stderr, "HF_TOKEN") {
+		t.Errorf("exit %d: %s", code, stderr)
+	}
+	if code, _, stderr := gorun("pull", "not a repo"); code != 2 {
+		t.Errorf("bad id: exit %d: %s", code, stderr)
+	}
+}
