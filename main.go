@@ -23,6 +23,7 @@ Usage:
   gorun bench -m MODEL.gguf [-p 512] [-n 128]  measure prompt and generation speed (llama-bench)
   gorun random-model -shape 124M -o OUT.gguf   write a random-weight GPT-2 for benchmarks
   gorun convert HF_DIR OUT.gguf [--outtype T]  convert a Hugging Face GPT-2 (safetensors) to GGUF
+  gorun pull ORG/NAME[:QUANT]                  download a model from the Hugging Face Hub
   gorun help [COMMAND]                         show help
 
 Run 'gorun COMMAND -h' for a command's options.
@@ -39,6 +40,7 @@ var commands = map[string]func(args []string, stdout, stderr io.Writer) error{
 	"bench":        cmdBench,
 	"random-model": cmdRandomModel,
 	"convert":      cmdConvert,
+	"pull":         cmdPull,
 	"serve":        cmdServe,
 }
 
