@@ -382,6 +382,9 @@ func Convert(dir, out string, opts Options) (Report, error) {
 			}
 		}
 	}
+	if h.nLayer > len(ck.Tensors) {
+		return rep, fmt.Errorf("%s: config.json's n_layer %d is more than the checkpoint's %d tensors", dir, h.nLayer, len(ck.Tensors))
+	}
 	tensors, err := plan(h, ck)
 	if err != nil {
 		return rep, fmt.Errorf("%s: %w", dir, err)
