@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"time"
 
@@ -30,11 +31,16 @@ func (s *Server) acquire(ctx context.Context, prompt []int32) (*slot, *apiError)
 func (s *Server) generate(ctx context.Context, sl *slot, prompt []int32, opts llm.GenerateOptions, adj *adjust, emit func(llm.Piece) error) (llm.Stats, time.Duration, *apiError) {
 	var st llm.Stats
 	st.PromptTokens = len(prompt)
+	sess := sl.sess
+	if adj != nil && adj.onPrompt != nil {
+		if err := s.promptLogprobs(ctx, sess, prompt, adj); err != nil {
+			return st, 0, ctxError(ctx, err)
+		}
+	}
 	if opts.MaxTokens == 0 { // max_tokens 0: nothing to generate
 		st.Stop = llm.StopLength
 		return st, 0, nil
 	}
-	sess := sl.sess
 	cached := sess.Tokens()
 	keep := commonPrefix(cached, prompt)
 	if keep == len(prompt) {
@@ -171,4 +177,41 @@ func (e *sse) fail(ae *apiError) {
 		ae.Type = "server_error"
 	}
 	e.send(ae.body())
+}
+
+// promptLogprobs evaluates the prompt from the start, a few dozen tokens at a time, and passes
+// each prompt token's log-probability given the ones before it (the first has none: NaN) and,
+// with adj.topN, each position's most likely tokens, to adj.onPrompt.
+func (s *Server) promptLogprobs(ctx context.Context, sess *llm.Session, prompt []int32, adj *adjust) error {
+	const chunk = 32
+	V := s.model.Tokenizer().VocabSize()
+	if err := sess.Rewind(0); err != nil {
+		return err
+	}
+	lps := make([]float32, len(prompt))
+	lps[0] = float32(math.NaN())
+	var alts [][]alternative
+	if adj.topN > 0 {
+		alts = make([][]alternative, len(prompt))
+	}
+	buf := make([]float32, min(chunk, len(prompt))*V)
+	for start := 0; start < len(prompt); start += chunk {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		end := min(start+chunk, len(prompt))
+		rows := buf[:(end-start)*V]
+		if err := sess.EvalLogits(prompt[start:end], 0, rows); err != nil {
+			return err
+		}
+		for pos := start; pos < end && pos+1 < len(prompt); pos++ {
+			row := rows[(pos-start)*V : (pos-start+1)*V]
+			lps[pos+1] = logProb(row, prompt[pos+1])
+			if alts != nil {
+				alts[pos+1] = topAlternatives(nil, row, adj.topN)
+			}
+		}
+	}
+	adj.onPrompt(lps, alts)
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gorun-dev/gorun/llm"
+	"github.com/gorun-dev/gorun/tokenizer"
 )
 
 type streamOptions struct {
@@ -39,7 +40,7 @@ type completionRequest struct {
 // completionLogprobs is a choice's logprobs in the completions API.
 type completionLogprobs struct {
 	Tokens        []string             `json:"tokens"`
-	TokenLogprobs []float32            `json:"token_logprobs"`
+	TokenLogprobs []*float32           `json:"token_logprobs"`
 	TopLogprobs   []map[string]float32 `json:"top_logprobs"`
 	TextOffset    []int                `json:"text_offset"`
 }
@@ -121,11 +122,37 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 			var text strings.Builder
 			var lp *completionLogprobs
 			if wantLogprobs {
-				lp = &completionLogprobs{Tokens: []string{}, TokenLogprobs: []float32{}, TextOffset: []int{}}
+				lp = &completionLogprobs{Tokens: []string{}, TokenLogprobs: []*float32{}, TextOffset: []int{}}
 			}
 			offset := 0
-			if req.Echo {
-				text.WriteString(texts[pi])
+			var echoLP *completionLogprobs // the prompt's tokens and log-probabilities
+			if req.Echo && wantLogprobs {
+				adj.onPrompt = func(lps []float32, alts [][]alternative) {
+					echoLP = &completionLogprobs{}
+					for i, id := range prompt {
+						piece := tok.Decode([]int32{id})
+						echoLP.Tokens = append(echoLP.Tokens, piece)
+						echoLP.TextOffset = append(echoLP.TextOffset, offset)
+						offset += len(piece)
+						if i == 0 {
+							echoLP.TokenLogprobs = append(echoLP.TokenLogprobs, nil)
+						} else {
+							echoLP.TokenLogprobs = append(echoLP.TokenLogprobs, &lps[i])
+						}
+						if adj.topN > 0 {
+							echoLP.TopLogprobs = append(echoLP.TopLogprobs, altMap(tok, alts[i]))
+						}
+					}
+					if stream != nil {
+						stream.send(completionChunk(&resp, index, texts[pi], echoLP, nil))
+					} else {
+						lp.Tokens = append(lp.Tokens, echoLP.Tokens...)
+						lp.TokenLogprobs = append(lp.TokenLogprobs, echoLP.TokenLogprobs...)
+						lp.TextOffset = append(lp.TextOffset, echoLP.TextOffset...)
+						lp.TopLogprobs = append(lp.TopLogprobs, echoLP.TopLogprobs...)
+					}
+				}
+			} else if req.Echo {
 				offset = len(texts[pi])
 				if stream != nil {
 					if err := stream.send(completionChunk(&resp, index, texts[pi], nil, nil)); err != nil {
@@ -133,18 +160,18 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 					}
 				}
 			}
+			if req.Echo {
+				text.WriteString(texts[pi])
+			}
 			st, _, ae := s.generate(r.Context(), sl, prompt, choiceSeed(opts, j), adj, func(p llm.Piece) error {
 				var plp *completionLogprobs
 				if wantLogprobs && p.Token >= 0 {
 					piece := tok.Decode([]int32{p.Token})
-					plp = &completionLogprobs{Tokens: []string{piece}, TokenLogprobs: []float32{p.LogProb}, TextOffset: []int{offset}}
+					lpv := p.LogProb
+					plp = &completionLogprobs{Tokens: []string{piece}, TokenLogprobs: []*float32{&lpv}, TextOffset: []int{offset}}
 					offset += len(piece)
 					if adj.topN > 0 {
-						m := make(map[string]float32, len(top))
-						for _, a := range top {
-							m[tok.Decode([]int32{a.Token})] = a.LogProb
-						}
-						plp.TopLogprobs = []map[string]float32{m}
+						plp.TopLogprobs = []map[string]float32{altMap(tok, top)}
 					}
 				}
 				if stream != nil {
@@ -205,8 +232,6 @@ func (s *Server) completionChecks(req *completionRequest) *apiError {
 	switch {
 	case req.Logprobs != nil && (*req.Logprobs < 0 || *req.Logprobs > 5):
 		return badRequest("logprobs", "logprobs = %d is outside [0, 5]", *req.Logprobs)
-	case req.Logprobs != nil && req.Echo:
-		return badRequest("echo", "echo with logprobs (the prompt's log-probabilities) is not supported")
 	case req.BestOf != nil && (req.N == nil && *req.BestOf != 1 || req.N != nil && *req.BestOf != *req.N):
 		return badRequest("best_of", "best_of is not supported (only best_of = n)")
 	case req.Suffix != nil && *req.Suffix != "":
@@ -215,6 +240,19 @@ func (s *Server) completionChecks(req *completionRequest) *apiError {
 		return badRequest("stream_options", "stream_options is only allowed with stream: true")
 	}
 	return nil
+}
+
+// altMap is a step's alternatives as the completions API gives them: token text to
+// log-probability (nil, null in JSON, for none).
+func altMap(tok *tokenizer.Tokenizer, alts []alternative) map[string]float32 {
+	if alts == nil {
+		return nil
+	}
+	m := make(map[string]float32, len(alts))
+	for _, a := range alts {
+		m[tok.Decode([]int32{a.Token})] = a.LogProb
+	}
+	return m
 }
 
 func completionChunk(resp *completionResponse, index int, text string, lp *completionLogprobs, finish *string) completionResponse {

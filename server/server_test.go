@@ -321,7 +321,6 @@ func TestServeMalformedRequests(t *testing.T) {
 		{"/v1/completions", `{"prompt":"x","logit_bias":{"5":101}}`, 400, "logit_bias"},
 		{"/v1/completions", `{"prompt":"x","logit_bias":[[5,1]]}`, 400, "logit_bias"},
 		{"/v1/completions", `{"prompt":"x","logprobs":6}`, 400, "logprobs"},
-		{"/v1/completions", `{"prompt":"x","logprobs":0,"echo":true}`, 400, "echo"},
 		{"/v1/completions", `{"prompt":"x","suffix":"y"}`, 400, "suffix"},
 		{"/v1/completions", `{"prompt":"x","stream_options":{"include_usage":true}}`, 400, "stream_options"},
 		{"/v1/chat/completions", `{"messages":[]}`, 400, "messages"},
@@ -405,7 +404,7 @@ func TestServeParameters(t *testing.T) {
 		t.Errorf("logprobs: %s", body)
 	} else {
 		for _, v := range lp.TokenLogprobs {
-			if v > 0 || math.IsNaN(float64(v)) {
+			if v == nil || *v > 0 || math.IsNaN(float64(*v)) {
 				t.Errorf("logprob %v", v)
 			}
 		}
@@ -430,8 +429,8 @@ func TestServeParameters(t *testing.T) {
 		for _, v := range alts {
 			best = max(best, v)
 		}
-		if len(alts) != 3 || alts[lp.Tokens[i]] != lp.TokenLogprobs[i] || best != lp.TokenLogprobs[i] {
-			t.Errorf("step %d: alternatives %v, chosen %q %v", i, alts, lp.Tokens[i], lp.TokenLogprobs[i])
+		if len(alts) != 3 || alts[lp.Tokens[i]] != *lp.TokenLogprobs[i] || best != *lp.TokenLogprobs[i] {
+			t.Errorf("step %d: alternatives %v, chosen %q %v", i, alts, lp.Tokens[i], *lp.TokenLogprobs[i])
 		}
 	}
 	top := 2
@@ -443,6 +442,50 @@ func TestServeParameters(t *testing.T) {
 	for _, c := range chat.Choices[0].LogProbs.Content {
 		if len(c.TopLogProbs) != top || c.TopLogProbs[0].LogProb < c.TopLogProbs[1].LogProb || c.TopLogProbs[0].LogProb != c.LogProb {
 			t.Errorf("chat alternatives %+v", c)
+		}
+	}
+	// Echo with logprobs scores the prompt: each token's log-probability after the ones
+	// before it (the first has none), as the library's logits give it, then the generated ones.
+	prompt := m.Tokenizer().Encode("a b c d e f")
+	sess, err := m.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	V := m.Tokenizer().VocabSize()
+	rows := make([]float32, len(prompt)*V)
+	if err := sess.EvalAll(prompt, rows); err != nil {
+		t.Fatal(err)
+	}
+	sess.Close()
+	for _, stream := range []bool{false, true} {
+		code, body = post(t, url+"/v1/completions", fmt.Sprintf(`{"prompt":"a b c d e f","max_tokens":2,"echo":true,"logprobs":2,"temperature":0,"ignore_eos":true,"stream":%v}`, stream))
+		if code != 200 {
+			t.Fatalf("echo logprobs: %d %s", code, body)
+		}
+		var lp completionLogprobs
+		if stream { // gather the chunks
+			for _, ev := range strings.Split(string(body), "\n\n") {
+				var c completionResponse
+				if json.Unmarshal([]byte(strings.TrimPrefix(ev, "data: ")), &c) == nil && len(c.Choices) == 1 && c.Choices[0].Logprobs != nil {
+					l := c.Choices[0].Logprobs
+					lp.Tokens = append(lp.Tokens, l.Tokens...)
+					lp.TokenLogprobs = append(lp.TokenLogprobs, l.TokenLogprobs...)
+					lp.TopLogprobs = append(lp.TopLogprobs, l.TopLogprobs...)
+				}
+			}
+		} else if r := (completionResponse{}); json.Unmarshal(body, &r) != nil || r.Choices[0].Logprobs == nil {
+			t.Fatalf("echo logprobs: %s", body)
+		} else {
+			lp = *r.Choices[0].Logprobs
+		}
+		if len(lp.Tokens) != len(prompt)+2 || lp.TokenLogprobs[0] != nil || lp.TopLogprobs[0] != nil || len(lp.TopLogprobs) != len(prompt)+2 {
+			t.Fatalf("echo logprobs (stream %v): %+v", stream, lp)
+		}
+		for i := 1; i < len(prompt); i++ {
+			want := float64(logProb(rows[(i-1)*V:i*V], prompt[i]))
+			if lp.TokenLogprobs[i] == nil || math.Abs(float64(*lp.TokenLogprobs[i])-want) > 1e-4 || len(lp.TopLogprobs[i]) != 2 {
+				t.Errorf("stream %v prompt token %d: %v, want %v (alternatives %v)", stream, i, *lp.TokenLogprobs[i], want, lp.TopLogprobs[i])
+			}
 		}
 	}
 	// Echo puts the prompt first; max_tokens 0 generates nothing.
