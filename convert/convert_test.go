@@ -394,3 +394,47 @@ func TestConvertRefusals(t *testing.T) {
 		}
 	})
 }
+
+// Hostile tokenizer and config files get errors naming the problem.
+func TestConvertHostileTokenizerAndConfig(t *testing.T) {
+	src := microDir(t)
+	cfg, err := os.ReadFile(filepath.Join(src, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		files map[string]string
+		want  string
+	}{
+		{"token id out of range", map[string]string{"vocab.json": `{"a": 0, "b": 60000}`, "merges.txt": "a b\n"}, "outside the model's vocabulary"},
+		{"duplicate id", map[string]string{"vocab.json": `{"a": 1, "b": 1}`, "merges.txt": "a b\n"}, "both have id 1"},
+		{"bad tokenizer.json", map[string]string{"tokenizer.json": `{"model": {"vocab": [1]}}`}, "tokenizer.json"},
+		{"not BPE", map[string]string{"tokenizer.json": `{"model": {"type": "Unigram", "vocab": {}}}`}, "needs BPE"},
+		{"no merges", map[string]string{"vocab.json": `{"a": 0}`}, "no BPE merges"},
+		{"no tokenizer", map[string]string{}, "has no tokenizer"},
+		{"bad merges", map[string]string{"tokenizer.json": `{"model": {"vocab": {"a": 0}, "merges": [["a"]]}}`}, "merge 0 has 1 parts"},
+		{"huge n_layer", map[string]string{"config.json": strings.Replace(string(cfg), `"n_layer": 2`, `"n_layer": 2000000000`, 1)}, "n_layer 2000000000"},
+		{"bad n_embd", map[string]string{"config.json": strings.Replace(string(cfg), `"n_embd": 64`, `"n_embd": -64`, 1)}, "n_embd is -64"},
+		{"bad epsilon", map[string]string{"config.json": strings.Replace(string(cfg), `"layer_norm_epsilon": 1e-05`, `"layer_norm_epsilon": "x"`, 1)}, "layer_norm_epsilon"},
+		{"bad JSON", map[string]string{"config.json": `{"architectures": [`}, "config.json"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			links := []string{"model.safetensors"}
+			if _, ok := c.files["config.json"]; !ok {
+				links = append(links, "config.json")
+			}
+			dir := linkTokenizer(t, src, t.TempDir(), links...)
+			for name, body := range c.files {
+				writeNew(t, filepath.Join(dir, name), []byte(body))
+			}
+			out := filepath.Join(t.TempDir(), "m.gguf")
+			if _, err := Convert(dir, out, Options{}); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %v, want one containing %q", err, c.want)
+			}
+			if _, err := os.Stat(out); !os.IsNotExist(err) {
+				t.Errorf("output written: %v", err)
+			}
+		})
+	}
+}
