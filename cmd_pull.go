@@ -1,9 +1,9 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path"
 	"path/filepath"
 	"strings"
@@ -40,7 +40,18 @@ func cmdPull(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usageError(fs, stderr, "%v", err)
 	}
-	c := hub.FromEnv()
+	p, err := pullModel(hub.FromEnv(), repo, quant, *revision, *out, false, stderr)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, p)
+	return nil
+}
+
+// pullModel gets a model from the Hub and returns the path of its GGUF: a GGUF repository's
+// file (in the Hub cache), or a checkpoint converted to out (default NAME-QUANT.gguf in the
+// working directory; with inCache, gorun's cache folder, reused when already converted).
+func pullModel(c *hub.Client, repo, quant, revision, out string, inCache bool, stderr io.Writer) (string, error) {
 	var bar *progress.Bar
 	current := ""
 	c.Progress = func(file string, done, total int64) {
@@ -59,60 +70,87 @@ func cmdPull(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	defer finish()
-	commit, files, err := c.Files(repo, *revision)
+	commit, files, err := c.Files(repo, revision)
 	if err != nil {
-		return err
+		return "", err
 	}
 	file, err := hub.PickGGUF(files, quant)
 	if err != nil {
-		return fmt.Errorf("%s: %w", repo, err)
+		return "", fmt.Errorf("%s: %w", repo, err)
 	}
 	if file != "" {
 		p, err := c.Download(repo, commit, file)
-		finish()
 		if err != nil {
-			return err
+			return "", err
 		}
-		if *out != "" {
+		if out != "" {
 			fmt.Fprintf(stderr, "pull: -o is for converted checkpoints; the GGUF stays in the cache\n")
 		}
-		fmt.Fprintln(stdout, p)
-		return nil
+		return p, nil
+	}
+	outType := strings.ToLower(quant)
+	if outType == "" {
+		outType = "f16"
+	}
+	if out == "" {
+		out = path.Base(repo) + "-" + outType + ".gguf"
+		if inCache {
+			base, err := os.UserCacheDir()
+			if err != nil {
+				return "", err
+			}
+			out = filepath.Join(base, "gorun", strings.ReplaceAll(repo, "/", "--"), commit, out)
+			if _, err := os.Stat(out); err == nil {
+				return out, nil
+			}
+			if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+				return "", err
+			}
+		}
 	}
 	need, err := hub.CheckpointFiles(files)
 	if err != nil {
-		return fmt.Errorf("%s: %w", repo, err)
+		return "", fmt.Errorf("%s: %w", repo, err)
 	}
 	var dir string
 	for _, f := range need {
 		p, err := c.Download(repo, commit, f)
 		if err != nil {
-			return err
+			return "", err
 		}
 		dir = filepath.Dir(p)
 	}
 	finish()
-	outType := strings.ToLower(quant)
-	if outType == "" {
-		outType = "f16"
-	}
-	if *out == "" {
-		*out = path.Base(repo) + "-" + outType + ".gguf"
-	}
-	target, err := gguf.ResolveOutput(*out)
+	target, err := gguf.ResolveOutput(out)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer removeOnSignal(stderr, gguf.TempPath(target), target+".f32.tmp")()
 	start := time.Now()
-	rep, err := convert.Convert(dir, *out, convert.Options{OutType: outType, ModelID: repo})
+	rep, err := convert.Convert(dir, out, convert.Options{OutType: outType, ModelID: repo})
 	if err != nil {
-		if errors.Is(err, hub.ErrOffline) {
-			return err
-		}
-		return fmt.Errorf("converting %s: %w", repo, err)
+		return "", fmt.Errorf("converting %s: %w", repo, err)
 	}
-	fmt.Fprintf(stderr, "pull: converted %s@%s to %s (--outtype %s, %d tensors, %.1f s)\n", repo, commit[:min(12, len(commit))], *out, rep.OutType, rep.Tensors, time.Since(start).Seconds())
-	fmt.Fprintln(stdout, *out)
+	fmt.Fprintf(stderr, "pull: converted %s@%s to %s (--outtype %s, %d tensors, %.1f s)\n", repo, commit[:min(12, len(commit))], out, rep.OutType, rep.Tensors, time.Since(start).Seconds())
+	return out, nil
+}
+
+// resolveModel turns a -m value of the form hf://ORG/NAME[:QUANT] into a local GGUF path,
+// from the caches or by pulling (a checkpoint is converted once, into gorun's cache folder);
+// other values are left alone. Commands call it after parsing -m.
+func resolveModel(model *string, stderr io.Writer) error {
+	ref, ok := strings.CutPrefix(*model, "hf://")
+	if !ok {
+		return nil
+	}
+	repo, quant, err := hub.ParseRef(ref)
+	if err != nil {
+		return err
+	}
+	p, err := pullModel(hub.FromEnv(), repo, quant, "main", "", true, stderr)
+	if err != nil {
+		return err
+	}
+	*model = p
 	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -60,8 +61,24 @@ func TestPullCommand(t *testing.T) {
 		t.Fatalf("run: exit %d: %s", code, stderr)
 	}
 
+	// -m hf://ORG/NAME (once wired into the commands): a checkpoint is converted once, into
+	// gorun's cache folder, and found there afterwards.
+	if runtime.GOOS == "linux" {
+		t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	}
+	model := "hf://test/gpt2-micro"
+	var log strings.Builder
+	if err := resolveModel(&model, &log); err != nil || !strings.HasSuffix(model, filepath.Join(commit, "gpt2-micro-f16.gguf")) {
+		t.Fatalf("resolveModel: %q, %v", model, err)
+	}
+	first := model
+
 	s.Close()
 	t.Setenv("HF_HUB_OFFLINE", "1")
+	model = "hf://test/gpt2-micro"
+	if err := resolveModel(&model, &log); err != nil || model != first {
+		t.Errorf("resolveModel offline: %q, %v", model, err)
+	}
 	if code, stdout, stderr := gorun("pull", "test/gpt2-micro-GGUF:F16"); code != 0 || strings.TrimSpace(stdout) != want {
 		t.Errorf("offline: exit %d, %q, %s", code, stdout, stderr)
 	}
