@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -143,5 +144,33 @@ func TestServeCommandShutdownGraceOver(t *testing.T) {
 	rest, _ := io.ReadAll(br)
 	if !strings.Contains(string(rest), "shutting down") || time.Since(start) > 5*time.Second {
 		t.Errorf("after %v: ...%q", time.Since(start), rest[max(0, len(rest)-300):])
+	}
+}
+
+// The server's greedy completion is what `gorun -m M -p P -n 16 --temp 0` prints.
+func TestServeGreedyEqualsCLI(t *testing.T) {
+	model := fixtures.Path(t, "gpt2-tiny-q8_0.gguf")
+	const prompt = "And God said"
+	code, want, errs := gorun("-m", model, "-p", prompt, "-n", "16", "--temp", "0", "--no-display-prompt", "-t", "2")
+	if code != 0 {
+		t.Fatalf("gorun: %d %s", code, errs)
+	}
+	url, stop := serveFor(t, "-m", model)
+	defer stop()
+	resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"`+prompt+`","max_tokens":16,"temperature":0}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Choices []struct {
+			Text string `json:"text"`
+		} `json:"choices"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || len(r.Choices) != 1 {
+		t.Fatalf("%v %+v", err, r)
+	}
+	if r.Choices[0].Text != want {
+		t.Errorf("server %q, gorun %q", r.Choices[0].Text, want)
 	}
 }

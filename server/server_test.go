@@ -909,3 +909,40 @@ func TestServePenaltiesAndBias(t *testing.T) {
 		}
 	}
 }
+
+// Whatever the body, an endpoint answers with JSON (or an event stream) and never a 5xx.
+func FuzzServeRequest(f *testing.F) {
+	for _, seed := range []string{
+		`{"prompt":"a b","max_tokens":3}`, `{"prompt":[1,2],"n":2,"max_tokens":2,"logprobs":2,"echo":true}`,
+		`{"prompt":[[1],[2]],"max_tokens":1}`, `{"prompt":"x","stop":["a","b"],"top_k":100000,"seed":9223372036854775807}`,
+		`{"messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}],"max_tokens":2,"logprobs":true,"top_logprobs":3}`,
+		`{"prompt":"x","logit_bias":{"1":-100,"2":100},"presence_penalty":2,"frequency_penalty":-2,"max_tokens":2}`,
+		`{"content":"a b c","with_pieces":true}`, `{"tokens":[1,2,3]}`, `{"prompt":"x","n_predict":2,"stream":true}`,
+		`{"prompt":[]}`, `{"prompt":[[]]}`, `null`, `[]`, `{"prompt":"x","max_tokens":null}`, `{"prompt":"x","n":-1}`,
+	} {
+		for _, path := range []string{"/v1/completions", "/v1/chat/completions", "/completion", "/tokenize", "/detokenize"} {
+			f.Add(path, seed)
+		}
+	}
+	m := randomModel(f)
+	s, err := New(Config{Model: m, Parallel: 2, MaxBodyBytes: 1 << 16})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, path, body string) {
+		switch path {
+		case "/v1/completions", "/v1/chat/completions", "/completion", "/tokenize", "/detokenize":
+		default:
+			return
+		}
+		w := httptest.NewRecorder()
+		s.ServeHTTP(w, httptest.NewRequest("POST", path, strings.NewReader(body)))
+		ct := w.Header().Get("Content-Type")
+		if w.Code >= 500 || (ct != "application/json" && ct != "text/event-stream") {
+			t.Fatalf("%s %q: %d %s %s", path, body, w.Code, ct, w.Body.String())
+		}
+		if ct == "application/json" && !json.Valid(w.Body.Bytes()) {
+			t.Fatalf("%s %q: invalid JSON %s", path, body, w.Body.String())
+		}
+	})
+}
