@@ -390,7 +390,7 @@ func Convert(dir, out string, opts Options) (Report, error) {
 		return rep, fmt.Errorf("%s: %w", dir, err)
 	}
 	if outType == "auto" {
-		if tensors[0].src.DType == safetensors.F16 {
+		if ck.Tensors[0].DType == safetensors.F16 { // the first tensor read, as llama.cpp looks
 			outType, direct, recipe = "f16", quant.F16, quant.FileF16
 		} else {
 			outType, direct, recipe = "bf16", quant.BF16, quant.FileBF16
