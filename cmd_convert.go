@@ -22,9 +22,10 @@ HF_DIR is a GPT2LMHeadModel directory as transformers saves it: config.json, mod
 (or shards listed by model.safetensors.index.json; F32, F16 or BF16 weights) and tokenizer.json
 (or vocab.json and merges.txt). pytorch_model.bin (a pickle) is not read: use safetensors.
 The output is what llama.cpp's convert_hf_to_gguf.py writes for the same checkpoint: the same
-metadata, tensor names, order, shapes, types and bytes. --outtype is f32, f16 (the default),
-bf16, auto (f16 when the checkpoint is F16, else bf16), q8_0, or any 'gorun quantize' recipe
-(%s), applied after conversion. OUT is written to OUT.tmp and renamed when complete.`
+metadata, tensor names, order, shapes, types and bytes. OUT is written to OUT.tmp and renamed
+when complete. --outtype is f32, f16 (the default), bf16, auto (f16 when the checkpoint is F16,
+else bf16), or a 'gorun quantize' recipe, applied after conversion:
+%s.`
 
 func cmdConvert(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("convert", fmt.Sprintf(convertSynopsis, strings.Join(quant.FileTypeNames(), ", ")), stderr)
