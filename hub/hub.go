@@ -6,6 +6,7 @@
 package hub
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -42,6 +43,9 @@ type Client struct {
 	Progress func(file string, done, total int64)
 	// Retries is how many times a cut download resumes (default 5).
 	Retries int
+	// IdleTimeout ends a download that receives nothing for this long (it then resumes as
+	// after a cut connection); default one minute.
+	IdleTimeout time.Duration
 }
 
 // FromEnv makes a client from the environment as huggingface_hub reads it: HF_ENDPOINT,
@@ -433,6 +437,15 @@ func (c *Client) fetchOnce(repo, name string, m fileMeta, part string) (int64, e
 	if err != nil {
 		return have, permanent{err}
 	}
+	idle := c.IdleTimeout
+	if idle <= 0 {
+		idle = time.Minute
+	}
+	ctx, cancel := context.WithCancel(req.Context())
+	defer cancel()
+	watchdog := time.AfterFunc(idle, cancel) // a stalled connection: give up and resume
+	defer watchdog.Stop()
+	req = req.WithContext(ctx)
 	req.Header.Set("Accept-Encoding", "identity")
 	if have > 0 {
 		req.Header.Set("Range", fmt.Sprintf("bytes=%d-", have))
@@ -466,6 +479,7 @@ func (c *Client) fetchOnce(repo, name string, m fileMeta, part string) (int64, e
 	buf := make([]byte, 1<<20)
 	for {
 		n, rerr := resp.Body.Read(buf)
+		watchdog.Reset(idle)
 		if n > 0 {
 			if m.size > 0 && have+int64(n) > m.size {
 				return have, permanent{fmt.Errorf("%s: %s: the server sent more than the %d bytes the Hub announced", repo, name, m.size)}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gorun-dev/gorun/hub/hubtest"
 )
@@ -90,6 +91,25 @@ func TestResumeAfterCutConnection(t *testing.T) {
 	}
 	if r := s.Ranges(); len(r) != 2 || r[0] != "" || r[1] != "bytes=102400-" {
 		t.Errorf("storage requests' ranges %q, want a resumption at 102400", r)
+	}
+}
+
+func TestResumeAfterStalledConnection(t *testing.T) {
+	repos, big := testRepos()
+	s := hubtest.New(repos)
+	defer s.Close()
+	c := newClient(t, s)
+	c.IdleTimeout = 200 * time.Millisecond
+	s.StallNext(50 << 10)
+	p, err := c.Download("org/model", "main", "model.Q8_0.gguf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); !bytes.Equal(b, big) {
+		t.Error("content differs")
+	}
+	if r := s.Ranges(); len(r) != 2 || r[1] != "bytes=51200-" {
+		t.Errorf("ranges %q, want a resumption at 51200", r)
 	}
 }
 

@@ -33,13 +33,14 @@ type Server struct {
 	*httptest.Server
 	Token string
 
-	mu       sync.Mutex
-	repos    map[string]*Repo
-	blobs    map[string][]byte // sha256 -> content
-	cutAfter int64             // the next storage response stops after this many bytes
-	corrupt  bool              // storage responses flip a byte
-	ranges   []string          // Range headers of storage requests
-	gets     int               // storage requests
+	mu         sync.Mutex
+	repos      map[string]*Repo
+	blobs      map[string][]byte // sha256 -> content
+	cutAfter   int64             // the next storage response stops after this many bytes
+	stallAfter int64             // the next storage response stalls after this many bytes
+	corrupt    bool              // storage responses flip a byte
+	ranges     []string          // Range headers of storage requests
+	gets       int               // storage requests
 }
 
 // New starts a server with the given repositories (keyed "ORG/NAME").
@@ -60,6 +61,14 @@ func (s *Server) CutNext(n int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.cutAfter = n
+}
+
+// StallNext makes the next storage download stop sending after n bytes, the connection kept
+// open until the client gives up.
+func (s *Server) StallNext(n int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stallAfter = n
 }
 
 // Corrupt makes storage downloads send a wrong byte.
@@ -166,8 +175,8 @@ func (s *Server) repo(w http.ResponseWriter, r *http.Request, name, rev string) 
 func (s *Server) storage(w http.ResponseWriter, r *http.Request, sum string) {
 	s.mu.Lock()
 	b, ok := s.blobs[sum]
-	cut := s.cutAfter
-	s.cutAfter = 0
+	cut, stall := s.cutAfter, s.stallAfter
+	s.cutAfter, s.stallAfter = 0, 0
 	corrupt := s.corrupt
 	s.ranges = append(s.ranges, r.Header.Get("Range"))
 	s.gets++
@@ -179,6 +188,17 @@ func (s *Server) storage(w http.ResponseWriter, r *http.Request, sum string) {
 	if corrupt {
 		b = append([]byte(nil), b...)
 		b[len(b)/2] ^= 1
+	}
+	if stall > 0 && r.Header.Get("Range") == "" {
+		w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+		w.WriteHeader(http.StatusOK)
+		w.Write(b[:stall])
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-time.After(30 * time.Second):
+		}
+		return
 	}
 	if cut > 0 && r.Header.Get("Range") == "" {
 		w.Header().Set("Content-Length", strconv.Itoa(len(b)))
