@@ -97,6 +97,11 @@ func (p *pool) acquire(ctx context.Context, prompt []int32) (*slot, error) {
 func (p *pool) release(s *slot) {
 	s.tokens = s.sess.Tokens()
 	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		s.sess.Close()
+		return
+	}
 	if len(p.waiters) > 0 {
 		ch := p.waiters[0]
 		p.waiters = p.waiters[1:]

@@ -393,6 +393,34 @@ func TestServeParameters(t *testing.T) {
 			t.Errorf("choice %d: %+v vs %+v (a seed reproduces the text)", i, r1.Choices[i], r2.Choices[i])
 		}
 	}
+	// n streamed chat choices: each begins with the role and ends with a finish reason.
+	cs, err := client.CreateChatCompletionStream(ctx, openai.ChatCompletionRequest{Model: "test-model", MaxTokens: 4, N: 2, Seed: &seed,
+		Messages: []openai.ChatCompletionMessage{{Role: "user", Content: "x"}}, Stream: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	roles, finishes := map[int]int{}, map[int]int{}
+	for {
+		c, err := cs.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ch := range c.Choices {
+			if ch.Delta.Role == "assistant" {
+				roles[ch.Index]++
+			}
+			if ch.FinishReason != "" {
+				finishes[ch.Index]++
+			}
+		}
+	}
+	cs.Close()
+	if fmt.Sprint(roles) != "map[0:1 1:1]" || fmt.Sprint(finishes) != "map[0:1 1:1]" {
+		t.Errorf("chat n=2 stream: roles %v finishes %v", roles, finishes)
+	}
 	// Logprobs: one per generated token, each <= 0, tokens spelling the text.
 	code, body := post(t, url+"/v1/completions", `{"prompt":"a b","max_tokens":6,"temperature":0,"logprobs":0,"ignore_eos":true}`)
 	var r completionResponse
