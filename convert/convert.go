@@ -23,9 +23,10 @@ import (
 
 // Options configure Convert.
 type Options struct {
-	// OutType is the output's type: "f32", "f16" (the default, as llama.cpp's), "bf16", "q8_0",
-	// "auto" (f16 when the first tensor is F16, else bf16, as llama.cpp chooses), or any
-	// `gorun quantize` recipe (q4_k_m, ...), applied by llm.Quantize after conversion.
+	// OutType is the output's type: "f32", "f16" (the default, as llama.cpp's), "bf16", "q8_0"
+	// (all four written as llama.cpp's converter writes them), "auto" (f16 when the first
+	// tensor is F16, else bf16, as llama.cpp chooses), or any other `gorun quantize` recipe
+	// (q4_k_m, ...), applied by llm.Quantize to a float32 conversion.
 	OutType string
 	// Name sets general.name; empty derives it (and basename, size label, ...) from the
 	// config's _name_or_path and the directory's name as llama.cpp does.
@@ -35,8 +36,7 @@ type Options struct {
 	ModelID string
 	// Threads quantize (recipes other than f32/f16/bf16); <= 0: one per core.
 	Threads int
-	// Reference makes quantized recipes use llama.cpp's reference quantizers (always so for
-	// q8_0, which llama.cpp's converter writes itself).
+	// Reference makes the recipes applied by llm.Quantize use llama.cpp's reference quantizers.
 	Reference bool
 	// Progress is called after each tensor is written, with bytes done and total.
 	Progress func(done, total int64, name string)
@@ -332,6 +332,9 @@ func storedType(t *outTensor, ftype quant.Type) quant.Type {
 		t.name == "position_embd.weight" {
 		return quant.F32
 	}
+	if ftype.Quantized() && t.ne[0]%int64(ftype.BlockSize()) != 0 {
+		return quant.F16 // llama.cpp's fallback when rows are not whole blocks
+	}
 	return ftype
 }
 
@@ -353,6 +356,8 @@ func Convert(dir, out string, opts Options) (Report, error) {
 		direct, recipe = quant.F16, quant.FileF16
 	case "bf16":
 		direct, recipe = quant.BF16, quant.FileBF16
+	case "q8_0": // written directly, as llama.cpp's converter does (its numpy Q8_0 is ggml's reference)
+		direct, recipe = quant.Q8_0, quant.FileQ8_0
 	case "auto":
 	default:
 		ft, err := quant.ParseFileType(outType)
@@ -456,7 +461,7 @@ func Convert(dir, out string, opts Options) (Report, error) {
 	if quantized {
 		ck.Close()
 		qr, err := llm.Quantize(dst, out, llm.QuantizeOptions{FileType: recipe, Threads: opts.Threads,
-			Reference: opts.Reference || recipe == quant.FileQ8_0, Progress: opts.QuantizeProgress})
+			Reference: opts.Reference, Progress: opts.QuantizeProgress})
 		if err != nil {
 			return rep, err
 		}
@@ -574,6 +579,20 @@ func (c *converter) encode(out io.Writer, v []float32, typ quant.Type) error {
 		for i, x := range v {
 			binary.LittleEndian.PutUint16(c.out[2*i:], quant.F32ToBF16(x))
 		}
+	case quant.Q8_0:
+		// Rows are whole blocks (storedType) and chunks are multiples of 32 elements, so no
+		// block straddles two calls.
+		fm, err := quant.FormatOf(quant.Q8_0)
+		if err != nil {
+			return err
+		}
+		n, _ := typ.RowSize(int64(len(v)))
+		c.out = growBytes(c.out, int(n))
+		if err := fm.Quantize(c.out, v); err != nil {
+			return err
+		}
+		_, err = out.Write(c.out[:n])
+		return err
 	default:
 		return fmt.Errorf("cannot write type %v", typ)
 	}

@@ -260,43 +260,72 @@ func TestConvertFromVocabJSONAndMerges(t *testing.T) {
 	}
 }
 
-// --outtype q8_0 quantizes on the way: matrices Q8_0 (llama.cpp's reference bytes), the rest
-// F32, and the model still loads and runs.
+// --outtype q8_0 is written directly, as llama.cpp's converter writes it: its order and
+// metadata, matrices Q8_0 with ggml's reference bytes (the same as llm.Quantize's reference
+// Q8_0 of the float32 conversion), the rest F32; the model loads. Another recipe (q4_0) goes
+// through llm.Quantize and leaves no intermediate file.
 func TestConvertQ8_0(t *testing.T) {
 	dir := microDir(t)
-	out := filepath.Join(t.TempDir(), "q.gguf")
-	rep, err := Convert(dir, out, Options{OutType: "q8_0", Threads: 2})
+	tmp := t.TempDir()
+	out, f32, ref := filepath.Join(tmp, "q.gguf"), filepath.Join(tmp, "f.gguf"), filepath.Join(tmp, "r.gguf")
+	rep, err := Convert(dir, out, Options{OutType: "q8_0"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.FileType != quant.FileQ8_0 || rep.Quantize == nil {
+	if rep.FileType != quant.FileQ8_0 || rep.Quantize != nil {
 		t.Fatalf("report %+v", rep)
+	}
+	if _, err := Convert(dir, f32, Options{OutType: "f32"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := llm.Quantize(f32, ref, llm.QuantizeOptions{FileType: quant.FileQ8_0, Reference: true, Threads: 2}); err != nil {
+		t.Fatal(err)
 	}
 	f, err := gguf.Open(out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	r, err := gguf.Open(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
 	if ft, _ := f.Uint("general.file_type"); ft != uint64(quant.FileQ8_0) {
 		t.Errorf("file type %d", ft)
 	}
-	for _, ti := range f.Tensors {
+	got, _ := describe(t, out)
+	want := loadDigests(t)["gpt2-micro-f16.llamacpp.gguf"]
+	if !slices.Equal(got.Order, want.Order) {
+		t.Errorf("metadata keys %v", got.Order)
+	}
+	for i, ti := range f.Tensors {
+		if ti.Name != want.Tensors[i].Name {
+			t.Errorf("tensor %d is %s, llama.cpp's %s", i, ti.Name, want.Tensors[i].Name)
+		}
 		want := quant.F32
 		if len(ti.Dims) == 2 && ti.Name != "position_embd.weight" {
 			want = quant.Q8_0
 		}
-		if ti.Type != want {
-			t.Errorf("%s is %v, want %v", ti.Name, ti.Type, want)
+		rt := r.Tensor(ti.Name)
+		if ti.Type != want || rt == nil || rt.Type != ti.Type || !bytes.Equal(f.Data(&f.Tensors[i]), r.Data(rt)) {
+			t.Errorf("%s is %v, want %v and llm.Quantize's bytes", ti.Name, ti.Type, want)
 		}
-	}
-	if _, err := os.Stat(out + ".f32.tmp"); !os.IsNotExist(err) {
-		t.Errorf("intermediate left behind: %v", err)
 	}
 	m, err := llm.Load(out, llm.Options{Threads: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	m.Close()
+
+	km := filepath.Join(tmp, "k.gguf")
+	rep, err = Convert(dir, km, Options{OutType: "q4_0", Threads: 2, Reference: true})
+	if err != nil || rep.Quantize == nil || rep.FileType != quant.FileQ4_0 {
+		t.Fatalf("q4_0: %+v, %v", rep, err)
+	}
+	if _, err := os.Stat(km + ".f32.tmp"); !os.IsNotExist(err) {
+		t.Errorf("intermediate left behind: %v", err)
+	}
 }
 
 func TestConvertRefusals(t *testing.T) {
