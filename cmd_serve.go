@@ -29,6 +29,10 @@ func (l *stringList) Set(s string) error { *l = append(*l, s); return nil }
 func cmdServe(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop() // a second Ctrl-C kills at once, without waiting for the grace period
+	}()
 	return serve(ctx, args, stderr, nil)
 }
 
@@ -132,7 +136,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 		return err
 	case <-ctx.Done():
 	}
-	fmt.Fprintf(stderr, "gorun serve: shutting down (running requests have %v)\n", *grace)
+	fmt.Fprintf(stderr, "gorun serve: shutting down (running requests have %v; Ctrl-C again to quit now)\n", *grace)
 	sctx, cancel := context.WithTimeout(context.Background(), *grace)
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil {
