@@ -32,6 +32,7 @@ func (s *Server) generate(ctx context.Context, sl *slot, prompt []int32, opts ll
 	var st llm.Stats
 	st.PromptTokens = len(prompt)
 	sess := sl.sess
+	sl.cached = 0
 	if adj != nil && adj.onPrompt != nil {
 		if err := s.promptLogprobs(ctx, sess, prompt, adj); err != nil {
 			return st, 0, ctxError(ctx, err)
@@ -46,6 +47,7 @@ func (s *Server) generate(ctx context.Context, sl *slot, prompt []int32, opts ll
 	if keep == len(prompt) {
 		keep-- // evaluate at least the last prompt token, for its logits
 	}
+	sl.cached = keep
 	start := time.Now()
 	if err := sess.Rewind(keep); err != nil {
 		return st, 0, libError(err)

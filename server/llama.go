@@ -108,6 +108,7 @@ type llamaCompletionResponse struct {
 	Model           string        `json:"model,omitempty"`
 	TokensPredicted int           `json:"tokens_predicted"`
 	TokensEvaluated int           `json:"tokens_evaluated"`
+	TokensCached    int           `json:"tokens_cached"`
 	StopType        string        `json:"stop_type,omitempty"`
 	StoppingWord    string        `json:"stopping_word"`
 	Truncated       bool          `json:"truncated"`
@@ -181,7 +182,7 @@ func (s *Server) llamaCompletion(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res := llamaCompletionResponse{Content: string(content), Tokens: tokens, Stop: true, Model: s.name,
-		TokensPredicted: st.Tokens, TokensEvaluated: st.PromptTokens, StoppingWord: st.StopString}
+		TokensPredicted: st.Tokens, TokensEvaluated: st.PromptTokens, TokensCached: sl.cached, StoppingWord: st.StopString}
 	if res.Tokens == nil {
 		res.Tokens = []int32{}
 	}

@@ -16,9 +16,15 @@ type streamOptions struct {
 }
 
 type usage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	TotalTokens      int `json:"total_tokens"`
+	PromptTokens        int                 `json:"prompt_tokens"`
+	CompletionTokens    int                 `json:"completion_tokens"`
+	TotalTokens         int                 `json:"total_tokens"`
+	PromptTokensDetails promptTokensDetails `json:"prompt_tokens_details"`
+}
+
+// promptTokensDetails says how many prompt tokens a slot's context already held.
+type promptTokensDetails struct {
+	CachedTokens int `json:"cached_tokens"`
 }
 
 // completionRequest is OpenAI's POST /v1/completions body.
@@ -200,6 +206,9 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			u.CompletionTokens += st.Tokens
+			if j == 0 {
+				u.PromptTokensDetails.CachedTokens += sl.cached
+			}
 			fr := finishReason(st)
 			if stream != nil {
 				if err := stream.send(completionChunk(&resp, index, "", nil, &fr)); err != nil {
@@ -503,6 +512,9 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		u.CompletionTokens += st.Tokens
+		if j == 0 {
+			u.PromptTokensDetails.CachedTokens = sl.cached
+		}
 		fr := finishReason(st)
 		if stream != nil {
 			if err := stream.send(chatChunk(&resp, j, &chatOut{}, nil, &fr)); err != nil {

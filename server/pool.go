@@ -17,6 +17,7 @@ type slot struct {
 	id     int
 	sess   *llm.Session
 	tokens []int32 // the session's context when it was released
+	cached int     // prompt tokens the last generation found in the context (not evaluated again)
 }
 
 // pool hands out slots: a free one holding the longest prefix of the prompt, else the first to

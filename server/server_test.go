@@ -189,6 +189,31 @@ func TestServeOpenAIClientGreedy(t *testing.T) {
 		}
 	}
 
+	// A continued conversation reuses the slot's cached prefix (one slot: the same context).
+	{
+		_, _, c1 := start(t, m, Config{Parallel: 1})
+		turn := []openai.ChatCompletionMessage{{Role: "user", Content: "What is a lamp?"}}
+		r1, err := c1.CreateChatCompletion(ctx, openai.ChatCompletionRequest{Model: "test-model", Messages: turn, MaxTokens: 8, Temperature: greedyTemp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		turn = append(turn, openai.ChatCompletionMessage{Role: "assistant", Content: r1.Choices[0].Message.Content},
+			openai.ChatCompletionMessage{Role: "user", Content: "And a candle?"})
+		r2, err := c1.CreateChatCompletion(ctx, openai.ChatCompletionRequest{Model: "test-model", Messages: turn, MaxTokens: 8, Temperature: greedyTemp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := len(tok.Encode("User: What is a lamp?\nAssistant:"))
+		if r1.Usage.PromptTokensDetails == nil || r1.Usage.PromptTokensDetails.CachedTokens != 0 ||
+			r2.Usage.PromptTokensDetails == nil || r2.Usage.PromptTokensDetails.CachedTokens < first {
+			t.Errorf("cached tokens: first turn %+v, second %+v (the first turn's prompt has %d tokens)", r1.Usage.PromptTokensDetails, r2.Usage.PromptTokensDetails, first)
+		}
+		prompt := "User: What is a lamp?\nAssistant: " + r1.Choices[0].Message.Content + "\nUser: And a candle?\nAssistant:"
+		if want := strings.TrimPrefix(libraryGreedy(t, m, prompt, 8, []string{"\nUser:"}), " "); r2.Choices[0].Message.Content != want {
+			t.Errorf("second turn from the cache: %q, want %q", r2.Choices[0].Message.Content, want)
+		}
+	}
+
 	// Chat: the template's prompt, the library's greedy answer up to "\nUser:" without its
 	// leading space.
 	msgs := []openai.ChatCompletionMessage{
