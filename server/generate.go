@@ -149,8 +149,13 @@ func (e *sse) send(v any) error {
 	return e.raw(b)
 }
 
+// writeTimeout bounds each write to a client: one that stops reading loses its stream (and
+// frees its slot) instead of holding it, and slowing the batch, forever.
+const writeTimeout = 30 * time.Second
+
 func (e *sse) raw(b []byte) error {
 	e.start()
+	e.rc.SetWriteDeadline(time.Now().Add(writeTimeout))
 	buf := make([]byte, 0, len(b)+8)
 	buf = append(buf, "data: "...)
 	buf = append(buf, b...)
