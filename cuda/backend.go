@@ -68,6 +68,9 @@ type Backend struct {
 	// tc (GORUN_CUDA_TC=1) uses the tensor-core GEMM (TF32, 3xTF32 split) instead of the float32
 	// SIMT one for prompt batches; measured slower so far (see NOTES.md).
 	tc bool
+	// simt (GORUN_CUDA_SIMT=1) uses the float32 SIMT GEMM (mm2) instead of the f16 tensor-core
+	// one with split operands (mmh) for prompt batches: the previous default, kept for comparison.
+	simt bool
 
 	// UseGraphs replays each compiled graph as one CUDA graph (default true; GORUN_CUDA_GRAPHS=0
 	// turns it off, for measuring what the capture saves).
@@ -127,7 +130,8 @@ func New(ordinal int) (*Backend, error) {
 	b := &Backend{ctx: ctx, fns: map[string]*Function{}, allocs: map[DevicePtr]int{}, progs: map[*graph.Graph]*program{},
 		smemSet: map[*Function]int{}, UseGraphs: os.Getenv("GORUN_CUDA_GRAPHS") != "0",
 		profile: os.Getenv("GORUN_CUDA_PROFILE") == "1", prof: map[string]*profEntry{},
-		stats: os.Getenv("GORUN_CUDA_STATS") == "1", tc: os.Getenv("GORUN_CUDA_TC") == "1"}
+		stats: os.Getenv("GORUN_CUDA_STATS") == "1", tc: os.Getenv("GORUN_CUDA_TC") == "1",
+		simt: os.Getenv("GORUN_CUDA_SIMT") == "1"}
 	ptx := kernelsPTX
 	if f := os.Getenv("GORUN_CUDA_PTX"); f != "" { // kernel development: PTX from nvcc, no rebuild
 		if ptx, err = os.ReadFile(f); err != nil {

@@ -453,7 +453,10 @@ func (b *Backend) emit(p *program, o op, where func(*graph.Tensor) (DevicePtr, e
 			case wide && b.tc:
 				name = "mmt_" + suf
 			case wide:
-				name = "mm2_" + suf
+				name = "mmh_" + suf
+				if b.simt {
+					name = "mm2_" + suf
+				}
 				if S := b.splitK(N, M, K); S > 1 {
 					// Partial sums of S slices of K, then one pass adding them with the epilogue.
 					Kc := K / S

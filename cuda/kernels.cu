@@ -752,6 +752,120 @@ __device__ __forceinline__ void mmt_body(const uint8_t *__restrict__ W, int wrow
 	}
 }
 
+// mmh: the tiled product on f16 tensor cores (mma 16x16x16, f32 accumulation) with both
+// operands split in two f16 parts (x = hi + lo, lo = f16(x - hi)) and three products
+// hi*hi + hi*lo + lo*hi, which keeps close to float32 accuracy (the dropped lo*lo term is
+// ~2^-22 relative; lo parts of values below ~2^-3 lose bits as f16 subnormals, an absolute error
+// of ~3e-8 per element) at a fraction of the SIMT kernel's time. f16 covers magnitudes up to
+// 65504: the inputs of GPT-2's products (normalized rows, attention outputs, GELU outputs) and
+// dequantized weights stay far below that. 64 weight rows x 64 activation rows per block, K in
+// steps of 32; 8 warps of 16 x 32 outputs. The next step's weight chunk (threads 0..63) and
+// activation half-rows (threads 64..191) are loaded into registers while the tensor cores work
+// on the current one. Same requirements and split-K convention as mm2.
+#define MH_LD 40
+__device__ __forceinline__ uint32_t h2bits(__half2 h) { return *(uint32_t *)&h; }
+// mh_split stores n (multiple of 8) floats as f16 hi and lo parts, 16 bytes at a time.
+__device__ __forceinline__ void mh_split(const float *r, int n, __half *hi, __half *lo) {
+#pragma unroll
+	for (int e = 0; e < n; e += 8) {
+		uint32_t uh[4], ul[4];
+#pragma unroll
+		for (int j = 0; j < 4; j++) {
+			float a = r[e + 2 * j], b = r[e + 2 * j + 1];
+			__half2 h = __floats2half2_rn(a, b);
+			float2 back = __half22float2(h);
+			uh[j] = h2bits(h);
+			ul[j] = h2bits(__floats2half2_rn(a - back.x, b - back.y));
+		}
+		*(uint4 *)(hi + e) = make_uint4(uh[0], uh[1], uh[2], uh[3]);
+		*(uint4 *)(lo + e) = make_uint4(ul[0], ul[1], ul[2], ul[3]);
+	}
+}
+
+template <int T>
+__device__ __forceinline__ void mmh_fetch(const uint8_t *__restrict__ W, int wrow, const float *__restrict__ X, int ldx,
+		int N, int M, int n0, int m0, int k0, int tid, float *r) {
+	if (tid < BN) {
+		int n = n0 + tid;
+		if (n < N) {
+			dq32<T>(W + (size_t)n * wrow, k0 >> 5, r);
+		} else {
+#pragma unroll
+			for (int e = 0; e < 32; e++) r[e] = 0.0f;
+		}
+	} else if (tid < BN + 2 * BM) {
+		int t = tid - BN, m = m0 + (t >> 1), hf = t & 1;
+		if (m < M) {
+			const float4 *x = (const float4 *)(X + (size_t)m * ldx + k0 + 16 * hf);
+#pragma unroll
+			for (int i = 0; i < 4; i++) {
+				float4 v = x[i];
+				r[4 * i] = v.x, r[4 * i + 1] = v.y, r[4 * i + 2] = v.z, r[4 * i + 3] = v.w;
+			}
+		} else {
+#pragma unroll
+			for (int e = 0; e < 16; e++) r[e] = 0.0f;
+		}
+	}
+}
+
+template <int T>
+__device__ __forceinline__ void mmh_body(const uint8_t *__restrict__ W, int wrow, const float *__restrict__ X, int ldx,
+		float *__restrict__ Y, int ldy, int N, int M, int K, const float *bias, const float *res, int ldres, int act, int Kc) {
+	using namespace nvcuda;
+	int kb = blockIdx.z * Kc, ke = min(K, kb + Kc);
+	Y += (size_t)blockIdx.z * M * ldy;
+	// Staging (4 arrays of 64 x MH_LD halves), reused for the 64 x (BN + 4) float outputs.
+	__shared__ __align__(32) uint8_t smem[4 * 64 * MH_LD * 2];
+	__half(*Wh)[MH_LD] = (__half(*)[MH_LD])smem;
+	__half(*Wl)[MH_LD] = Wh + 64;
+	__half(*Xh)[MH_LD] = Wh + 128;
+	__half(*Xl)[MH_LD] = Wh + 192;
+	float(*Cs)[BN + 4] = (float(*)[BN + 4])smem;
+	int tid = threadIdx.x, wid = tid >> 5;
+	int n0 = blockIdx.x * BN, m0 = blockIdx.y * BM;
+	int wm = (wid >> 1) * 16, wn = (wid & 1) * 32;
+	wmma::fragment<wmma::accumulator, 16, 16, 16, float> c0, c1;
+	wmma::fill_fragment(c0, 0.0f);
+	wmma::fill_fragment(c1, 0.0f);
+	float r[32];
+	mmh_fetch<T>(W, wrow, X, ldx, N, M, n0, m0, kb, tid, r);
+	for (int k0 = kb; k0 < ke; k0 += BK) {
+		if (tid < BN) {
+			mh_split(r, 32, Wh[tid], Wl[tid]);
+		} else if (tid < BN + 2 * BM) {
+			int t = tid - BN, ml = t >> 1, hf = t & 1;
+			mh_split(r, 16, Xh[ml] + 16 * hf, Xl[ml] + 16 * hf);
+		}
+		__syncthreads();
+		if (k0 + BK < ke) mmh_fetch<T>(W, wrow, X, ldx, N, M, n0, m0, k0 + BK, tid, r);
+#pragma unroll
+		for (int kk = 0; kk < BK; kk += 16) {
+			wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> ah, al;
+			wmma::load_matrix_sync(ah, &Xh[wm][kk], MH_LD);
+			wmma::load_matrix_sync(al, &Xl[wm][kk], MH_LD);
+#pragma unroll
+			for (int f = 0; f < 2; f++) {
+				wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> bh, bl;
+				wmma::load_matrix_sync(bh, &Wh[wn + 16 * f][kk], MH_LD);
+				wmma::load_matrix_sync(bl, &Wl[wn + 16 * f][kk], MH_LD);
+				auto &c = f == 0 ? c0 : c1;
+				wmma::mma_sync(c, al, bh, c);
+				wmma::mma_sync(c, ah, bl, c);
+				wmma::mma_sync(c, ah, bh, c);
+			}
+		}
+		__syncthreads();
+	}
+	wmma::store_matrix_sync(&Cs[wm][wn], c0, BN + 4, wmma::mem_row_major);
+	wmma::store_matrix_sync(&Cs[wm][wn + 16], c1, BN + 4, wmma::mem_row_major);
+	__syncthreads();
+	for (int e = tid; e < BM * BN; e += 256) {
+		int ml = e / BN, nl = e % BN, m = m0 + ml, n = n0 + nl;
+		if (m < M && n < N) Y[(size_t)m * ldy + n] = epi(Cs[ml][nl], n, m, bias, res, ldres, act);
+	}
+}
+
 template <int T>
 __device__ __forceinline__ void getrows_body(const uint8_t *__restrict__ table, int rowbytes, int nrows, const int *ids,
 		float *__restrict__ Y, int ldy, int K, unsigned *status) {
@@ -795,6 +909,11 @@ __device__ __forceinline__ void getrows_body(const uint8_t *__restrict__ table, 
 			int ldx, float *Y, int ldy, int N, int M, int K, const float *bias, const float *res, int ldres,      \
 			int act, int Kc) {                                                                                 \
 		mm2_body<T, 4>(W, wrow, X, ldx, Y, ldy, N, M, K, bias, res, ldres, act, Kc);                           \
+	}                                                                                                          \
+	extern "C" __global__ void __launch_bounds__(256) mmh_##name(const uint8_t *W, int wrow, const float *X,    \
+			int ldx, float *Y, int ldy, int N, int M, int K, const float *bias, const float *res, int ldres,      \
+			int act, int Kc) {                                                                                 \
+		mmh_body<T>(W, wrow, X, ldx, Y, ldy, N, M, K, bias, res, ldres, act, Kc);                              \
 	}                                                                                                          \
 	extern "C" __global__ void __launch_bounds__(256) mm_##name(const uint8_t *W, int wrow, const float *X,     \
 			int ldx, float *Y, int ldy, int N, int M, int K, const float *bias, const float *res, int ldres,      \
@@ -1063,7 +1182,9 @@ extern "C" __global__ void __launch_bounds__(256) attn_tile_f32(const float *Q, 
 	__shared__ __align__(16) float Vs[AK][AD];
 	__shared__ float Ps[AQ][AK + 1];
 	__shared__ int maxp;
-	int h = blockIdx.x, i0 = blockIdx.y * AQ, tid = threadIdx.x;
+	// The query tiles run last-first: the late ones walk the most keys, so starting them first
+	// balances the multiprocessors' loads (blocks are dispatched in index order).
+	int h = blockIdx.x, i0 = (gridDim.y - 1 - blockIdx.y) * AQ, tid = threadIdx.x;
 	int qi = tid >> 3, sub = tid & 7;
 	int i = i0 + qi;
 	int p = -1;
@@ -1102,14 +1223,17 @@ extern "C" __global__ void __launch_bounds__(256) attn_tile_f32(const float *Q, 
 			*(float4 *)&Vs[r][c + 4] = v1;
 		}
 		__syncthreads();
-		float s[4], mx = -1e30f;
+		// Each query element read from shared memory serves the thread's 4 keys.
+		float s[4] = {0.0f, 0.0f, 0.0f, 0.0f}, mx = -1e30f;
+#pragma unroll 16
+		for (int d = 0; d < AD; d++) {
+			float qv = Qs[qi][d];
+#pragma unroll
+			for (int u = 0; u < 4; u++) s[u] += qv * Ks[sub + 8 * u][d];
+		}
 #pragma unroll
 		for (int u = 0; u < 4; u++) {
-			int kj = sub + 8 * u;
-			float v = 0.0f;
-#pragma unroll 16
-			for (int d = 0; d < AD; d++) v += Qs[qi][d] * Ks[kj][d];
-			s[u] = (j0 + kj <= p) ? v : -__int_as_float(0x7f800000);
+			if (j0 + sub + 8 * u > p) s[u] = -__int_as_float(0x7f800000);
 			mx = fmaxf(mx, s[u]);
 		}
 		mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
@@ -1130,16 +1254,19 @@ extern "C" __global__ void __launch_bounds__(256) attn_tile_f32(const float *Q, 
 		__syncwarp();
 #pragma unroll
 		for (int e = 0; e < 8; e++) acc[e] *= corr;
+		// The thread's 8 output elements are consecutive (sub * 8 ..): two float4 reads of V per key.
+#pragma unroll 8
 		for (int kj = 0; kj < AK; kj++) {
 			float pv = Ps[qi][kj];
-#pragma unroll
-			for (int e = 0; e < 8; e++) acc[e] += pv * Vs[kj][sub + 8 * e];
+			float4 va = *(const float4 *)&Vs[kj][8 * sub], vb = *(const float4 *)&Vs[kj][8 * sub + 4];
+			acc[0] += pv * va.x, acc[1] += pv * va.y, acc[2] += pv * va.z, acc[3] += pv * va.w;
+			acc[4] += pv * vb.x, acc[5] += pv * vb.y, acc[6] += pv * vb.z, acc[7] += pv * vb.w;
 		}
 		__syncthreads();
 	}
 	if (p >= 0) {
 		float inv = 1.0f / l;
 #pragma unroll
-		for (int e = 0; e < 8; e++) O[(size_t)i * ldo + h * AD + sub + 8 * e] = acc[e] * inv;
+		for (int e = 0; e < 8; e++) O[(size_t)i * ldo + h * AD + 8 * sub + e] = acc[e] * inv;
 	}
 }
