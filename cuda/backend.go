@@ -68,8 +68,9 @@ type Backend struct {
 	// tc (GORUN_CUDA_TC=1) uses the tensor-core GEMM (TF32, 3xTF32 split) instead of the float32
 	// SIMT one for prompt batches; measured slower so far (see NOTES.md).
 	tc bool
-	// simt (GORUN_CUDA_SIMT=1) uses the float32 SIMT GEMM (mm2) instead of the f16 tensor-core
-	// one with split operands (mmh) for prompt batches: the previous default, kept for comparison.
+	// simt (GORUN_CUDA_SIMT=1) uses the float32 SIMT kernels (mm2, attn_tile_f32) instead of the
+	// f16 tensor-core ones with split operands (mmh, attn_mma_f32) for prompt batches: the
+	// previous defaults, kept for comparison.
 	simt bool
 
 	// UseGraphs replays each compiled graph as one CUDA graph (default true; GORUN_CUDA_GRAPHS=0

@@ -573,6 +573,11 @@ func (b *Backend) emit(p *program, o op, where func(*graph.Tensor) (DevicePtr, e
 				f32(n.FParams[0]).ptr(b.status)
 			l.grid = Dim3{heads, (nq + 31) / 32, 1}
 			l.block = Dim3{256, 1, 1}
+			// The tensor-core form reads Q and writes the output 16 bytes at a time.
+			if !b.simt && get(q)%16 == 0 && get(k)%16 == 0 && get(v)%16 == 0 && out%16 == 0 && ld(o.out, 4)%4 == 0 {
+				name = "attn_mma_f32"
+				l.block = Dim3{128, 1, 1}
+			}
 			break
 		}
 		name = "attention_" + suf

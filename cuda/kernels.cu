@@ -1270,3 +1270,161 @@ extern "C" __global__ void __launch_bounds__(256) attn_tile_f32(const float *Q, 
 		for (int e = 0; e < 8; e++) O[(size_t)i * ldo + h * AD + 8 * sub + e] = acc[e] * inv;
 	}
 }
+
+// attn_mma_f32: the same attention on f16 tensor cores, with the operands split in two f16 parts
+// and three products per tile (as mmh: close to float32 accuracy). A block (4 warps) takes 32
+// queries of one head; per tile of 32 keys: S = Q K^T (each warp one 16 x 16 block of scores),
+// the online softmax by 4 threads per query (the probabilities split into f16 parts), then
+// P V (each warp 16 queries x 32 dimensions) added to the output, which each thread keeps in
+// registers for its query (16 of the 64 dimensions) and rescales as the running maximum grows.
+// The next tile's keys and values are loaded into registers while the current one is used.
+#define AL 72
+#define PL 40
+__device__ __forceinline__ void attn_ld16(const float *src, float *r) {
+	const float4 *s = (const float4 *)src;
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		float4 v = s[i];
+		r[4 * i] = v.x, r[4 * i + 1] = v.y, r[4 * i + 2] = v.z, r[4 * i + 3] = v.w;
+	}
+}
+
+extern "C" __global__ void __launch_bounds__(128) attn_mma_f32(const float *Q, int ldq, const float *Kc, const float *Vc,
+		int ldc_, int C, const int *pos, int nq, float *O, int ldo, float scale, unsigned *status) {
+	using namespace nvcuda;
+	__shared__ __align__(32) __half Qh[AQ][AL], Ql[AQ][AL], Kh[AK][AL], Kl[AK][AL], Vh[AK][AL], Vl[AK][AL];
+	__shared__ __align__(32) __half Ph[AQ][PL], Pl[AQ][PL];
+	__shared__ __align__(32) float Ss[AQ][AK + 4];
+	__shared__ __align__(32) float Ts[AQ][AD + 4];
+	__shared__ int maxp;
+	// Query tiles last-first (the late ones walk the most keys).
+	int h = blockIdx.x, i0 = (gridDim.y - 1 - blockIdx.y) * AQ, tid = threadIdx.x, wid = tid >> 5;
+	int row = tid >> 2, q4 = tid & 3; // this thread's query (row of the tile) and quarter
+	int i = i0 + row;
+	int p = -1;
+	if (i < nq) {
+		p = pos[i];
+		if (p < 0 || p >= C) {
+			if (q4 == 0) atomicOr(status, ST_BAD_POS);
+			p = -1;
+		}
+	}
+	if (tid == 0) maxp = -1;
+	__syncthreads();
+	if (q4 == 0) atomicMax(&maxp, p);
+	float r[16];
+	if (i < nq) {
+		attn_ld16(Q + (size_t)i * ldq + h * AD + 16 * q4, r);
+#pragma unroll
+		for (int e = 0; e < 16; e++) r[e] *= scale;
+	} else {
+#pragma unroll
+		for (int e = 0; e < 16; e++) r[e] = 0.0f;
+	}
+	mh_split(r, 16, &Qh[row][16 * q4], &Ql[row][16 * q4]);
+	__syncthreads();
+	int last = maxp;
+	const float *kh = Kc + h * AD, *vh = Vc + h * AD;
+	float kr[16], vr[16];
+	// tile loads: thread t takes key row t/4, dimensions 16 * (t%4) ..
+	auto fetch = [&](int j0) {
+		int j = j0 + row;
+		if (j <= last) {
+			attn_ld16(kh + (size_t)j * ldc_ + 16 * q4, kr);
+			attn_ld16(vh + (size_t)j * ldc_ + 16 * q4, vr);
+		} else {
+#pragma unroll
+			for (int e = 0; e < 16; e++) kr[e] = 0.0f, vr[e] = 0.0f;
+		}
+	};
+	float m = -1e30f, l = 0.0f, acc[16];
+#pragma unroll
+	for (int e = 0; e < 16; e++) acc[e] = 0.0f;
+	int sr = (wid >> 1) * 16, sc = (wid & 1) * 16; // this warp's block of scores
+	int orow = (wid >> 1) * 16, ocol = (wid & 1) * 32; // and of the output
+	if (last >= 0) fetch(0);
+	for (int j0 = 0; j0 <= last; j0 += AK) {
+		mh_split(kr, 16, &Kh[row][16 * q4], &Kl[row][16 * q4]);
+		mh_split(vr, 16, &Vh[row][16 * q4], &Vl[row][16 * q4]);
+		__syncthreads();
+		if (j0 + AK <= last) fetch(j0 + AK);
+		{
+			wmma::fragment<wmma::accumulator, 16, 16, 16, float> s;
+			wmma::fill_fragment(s, 0.0f);
+#pragma unroll
+			for (int kk = 0; kk < AD; kk += 16) {
+				wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> ah, al;
+				wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> bh, bl;
+				wmma::load_matrix_sync(ah, &Qh[sr][kk], AL);
+				wmma::load_matrix_sync(al, &Ql[sr][kk], AL);
+				wmma::load_matrix_sync(bh, &Kh[sc][kk], AL);
+				wmma::load_matrix_sync(bl, &Kl[sc][kk], AL);
+				wmma::mma_sync(s, al, bh, s);
+				wmma::mma_sync(s, ah, bl, s);
+				wmma::mma_sync(s, ah, bh, s);
+			}
+			wmma::store_matrix_sync(&Ss[sr][sc], s, AK + 4, wmma::mem_row_major);
+		}
+		__syncthreads();
+		{ // online softmax: this thread's 8 keys of its query
+			float sv[8], mx = -__int_as_float(0x7f800000);
+#pragma unroll
+			for (int e = 0; e < 8; e++) {
+				int kj = 8 * q4 + e;
+				sv[e] = (j0 + kj <= p) ? Ss[row][kj] : -__int_as_float(0x7f800000);
+				mx = fmaxf(mx, sv[e]);
+			}
+			mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+			mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+			float mn = fmaxf(m, mx), corr = expf(m - mn), sum = 0.0f;
+#pragma unroll
+			for (int e = 0; e < 8; e++) {
+				sv[e] = expf(sv[e] - mn);
+				sum += sv[e];
+			}
+			sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+			sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+			l = l * corr + sum;
+			m = mn;
+#pragma unroll
+			for (int e = 0; e < 16; e++) acc[e] *= corr;
+			mh_split(sv, 8, &Ph[row][8 * q4], &Pl[row][8 * q4]);
+		}
+		__syncthreads();
+		{
+			wmma::fragment<wmma::accumulator, 16, 16, 16, float> o0, o1;
+			wmma::fill_fragment(o0, 0.0f);
+			wmma::fill_fragment(o1, 0.0f);
+#pragma unroll
+			for (int kk = 0; kk < AK; kk += 16) {
+				wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> ah, al;
+				wmma::load_matrix_sync(ah, &Ph[orow][kk], PL);
+				wmma::load_matrix_sync(al, &Pl[orow][kk], PL);
+#pragma unroll
+				for (int f = 0; f < 2; f++) {
+					wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::row_major> bh, bl;
+					wmma::load_matrix_sync(bh, &Vh[kk][ocol + 16 * f], AL);
+					wmma::load_matrix_sync(bl, &Vl[kk][ocol + 16 * f], AL);
+					auto &o = f == 0 ? o0 : o1;
+					wmma::mma_sync(o, al, bh, o);
+					wmma::mma_sync(o, ah, bl, o);
+					wmma::mma_sync(o, ah, bh, o);
+				}
+			}
+			wmma::store_matrix_sync(&Ts[orow][ocol], o0, AD + 4, wmma::mem_row_major);
+			wmma::store_matrix_sync(&Ts[orow][ocol + 16], o1, AD + 4, wmma::mem_row_major);
+		}
+		__syncthreads();
+#pragma unroll
+		for (int e = 0; e < 16; e += 4) {
+			float4 t = *(const float4 *)&Ts[row][16 * q4 + e];
+			acc[e] += t.x, acc[e + 1] += t.y, acc[e + 2] += t.z, acc[e + 3] += t.w;
+		}
+	}
+	if (p >= 0) {
+		float inv = 1.0f / l;
+		float4 *o = (float4 *)(O + (size_t)i * ldo + h * AD + 16 * q4);
+#pragma unroll
+		for (int e = 0; e < 4; e++) o[e] = make_float4(acc[4 * e] * inv, acc[4 * e + 1] * inv, acc[4 * e + 2] * inv, acc[4 * e + 3] * inv);
+	}
+}

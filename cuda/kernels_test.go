@@ -396,18 +396,24 @@ func TestElementwise(t *testing.T) {
 
 // Stores into the cache and attention over it, from the fused QKV rows as GPT-2 lays them out,
 // for a prompt batch and then single tokens after it (the cache persists between graphs).
-func TestAttention(t *testing.T) {
+func TestAttention(t *testing.T) { testAttention(t, 64, []int{13, 1, 1, 6}) }
+
+// Prompt batches longer than one tile of 32 queries and keys (the online softmax across key
+// tiles, partial tiles, a second batch continuing the cache), then a decode step.
+func TestAttentionLong(t *testing.T) { testAttention(t, 200, []int{77, 45, 1, 40}) }
+
+func testAttention(t *testing.T, C int, sizes []int) {
 	g := gpu(t)
 	c := cpu.New(2)
 	defer c.Close()
-	const E, heads, C = 128, 2, 64
+	const E, heads = 128, 2
 	rng := rand.New(rand.NewPCG(5, 5))
 	type step struct {
 		qkv []float32
 		pos []int32
 	}
 	var steps []step
-	for _, n := range []int{13, 1, 1, 6} {
+	for _, n := range sizes {
 		first := 0
 		if len(steps) > 0 {
 			last := steps[len(steps)-1]
