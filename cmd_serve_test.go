@@ -147,17 +147,17 @@ func TestServeCommandShutdownGraceOver(t *testing.T) {
 	}
 }
 
-// The server's greedy completion is what `gorun -m M -p P -n 16 --temp 0` prints.
+// The server's greedy completion is what `gorun -m M -p P -n 10 --temp 0` prints.
 func TestServeGreedyEqualsCLI(t *testing.T) {
 	model := fixtures.Path(t, "gpt2-tiny-q8_0.gguf")
 	const prompt = "And God said"
-	code, want, errs := gorun("-m", model, "-p", prompt, "-n", "16", "--temp", "0", "--no-display-prompt", "-t", "2")
+	code, want, errs := gorun("-m", model, "-p", prompt, "-n", "10", "--temp", "0", "--no-display-prompt", "-t", "2")
 	if code != 0 {
 		t.Fatalf("gorun: %d %s", code, errs)
 	}
 	url, stop := serveFor(t, "-m", model)
 	defer stop()
-	resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"`+prompt+`","max_tokens":16,"temperature":0}`))
+	resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"`+prompt+`","max_tokens":10,"temperature":0}`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -129,24 +129,33 @@ func TestServeOpenAIClientGreedy(t *testing.T) {
 	_, url, client := start(t, m, Config{Parallel: 2})
 	ctx := context.Background()
 	tok := m.Tokenizer()
-	for _, prompt := range []string{"In the beginning God created", "In the beginning God"} {
-		want := libraryGreedy(t, m, prompt, 16, nil)
-		for round := range 2 {
-			resp, err := client.CreateCompletion(ctx, openai.CompletionRequest{Model: "test-model", Prompt: prompt, MaxTokens: 16, Temperature: greedyTemp})
+	const ntok = 8
+	var wantA string // the first prompt's greedy text
+	// The first prompt twice (the second time from the slot's cache), then a prefix of it.
+	for i, prompt := range []string{"In the beginning God created", "In the beginning God"} {
+		want := libraryGreedy(t, m, prompt, ntok, nil)
+		if i == 0 {
+			wantA = want
+		}
+		for round := range 2 - i {
+			resp, err := client.CreateCompletion(ctx, openai.CompletionRequest{Model: "test-model", Prompt: prompt, MaxTokens: ntok, Temperature: greedyTemp})
 			if err != nil {
 				t.Fatal(err)
 			}
 			if got := resp.Choices[0].Text; got != want {
 				t.Errorf("completion %q (round %d):\n got %q\nwant %q", prompt, round, got, want)
 			}
-			if resp.Usage.PromptTokens != len(tok.Encode(prompt)) || resp.Usage.CompletionTokens != 16 || resp.Usage.TotalTokens != resp.Usage.PromptTokens+16 {
+			if resp.Usage.PromptTokens != len(tok.Encode(prompt)) || resp.Usage.CompletionTokens != ntok || resp.Usage.TotalTokens != resp.Usage.PromptTokens+ntok {
 				t.Errorf("usage %+v", resp.Usage)
 			}
 			if resp.Choices[0].FinishReason != "length" || resp.Object != "text_completion" || resp.Model != "test-model" {
 				t.Errorf("choice %+v, object %q, model %q", resp.Choices[0], resp.Object, resp.Model)
 			}
 		}
-		stream, err := client.CreateCompletionStream(ctx, openai.CompletionRequest{Model: "test-model", Prompt: prompt, MaxTokens: 16, Temperature: greedyTemp, Stream: true,
+		if i > 0 {
+			continue
+		}
+		stream, err := client.CreateCompletionStream(ctx, openai.CompletionRequest{Model: "test-model", Prompt: prompt, MaxTokens: ntok, Temperature: greedyTemp, Stream: true,
 			StreamOptions: &openai.StreamOptions{IncludeUsage: true}})
 		if err != nil {
 			t.Fatal(err)
@@ -175,14 +184,14 @@ func TestServeOpenAIClientGreedy(t *testing.T) {
 			}
 		}
 		stream.Close()
-		if got.String() != want || finish != "length" || chunks < 8 {
+		if got.String() != want || finish != "length" || chunks < 4 {
 			t.Errorf("stream %q: %q finish %q in %d chunks, want %q", prompt, got.String(), finish, chunks, want)
 		}
-		if u == nil || u.CompletionTokens != 16 {
+		if u == nil || u.CompletionTokens != ntok {
 			t.Errorf("stream usage %+v", u)
 		}
 		// Temperature 0 itself (which go-openai cannot send) is greedy too.
-		code, body := post(t, url+"/v1/completions", fmt.Sprintf(`{"prompt":%q,"max_tokens":16,"temperature":0}`, prompt))
+		code, body := post(t, url+"/v1/completions", fmt.Sprintf(`{"prompt":%q,"max_tokens":%d,"temperature":0}`, prompt, ntok))
 		var r completionResponse
 		if code != 200 || json.Unmarshal(body, &r) != nil || r.Choices[0].Text != want {
 			t.Errorf("temperature 0: %d %s", code, body)
@@ -193,13 +202,13 @@ func TestServeOpenAIClientGreedy(t *testing.T) {
 	{
 		_, _, c1 := start(t, m, Config{Parallel: 1})
 		turn := []openai.ChatCompletionMessage{{Role: "user", Content: "What is a lamp?"}}
-		r1, err := c1.CreateChatCompletion(ctx, openai.ChatCompletionRequest{Model: "test-model", Messages: turn, MaxTokens: 8, Temperature: greedyTemp})
+		r1, err := c1.CreateChatCompletion(ctx, openai.ChatCompletionRequest{Model: "test-model", Messages: turn, MaxTokens: 6, Temperature: greedyTemp})
 		if err != nil {
 			t.Fatal(err)
 		}
 		turn = append(turn, openai.ChatCompletionMessage{Role: "assistant", Content: r1.Choices[0].Message.Content},
 			openai.ChatCompletionMessage{Role: "user", Content: "And a candle?"})
-		r2, err := c1.CreateChatCompletion(ctx, openai.ChatCompletionRequest{Model: "test-model", Messages: turn, MaxTokens: 8, Temperature: greedyTemp})
+		r2, err := c1.CreateChatCompletion(ctx, openai.ChatCompletionRequest{Model: "test-model", Messages: turn, MaxTokens: 6, Temperature: greedyTemp})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -209,7 +218,7 @@ func TestServeOpenAIClientGreedy(t *testing.T) {
 			t.Errorf("cached tokens: first turn %+v, second %+v (the first turn's prompt has %d tokens)", r1.Usage.PromptTokensDetails, r2.Usage.PromptTokensDetails, first)
 		}
 		prompt := "User: What is a lamp?\nAssistant: " + r1.Choices[0].Message.Content + "\nUser: And a candle?\nAssistant:"
-		if want := strings.TrimPrefix(libraryGreedy(t, m, prompt, 8, []string{"\nUser:"}), " "); r2.Choices[0].Message.Content != want {
+		if want := strings.TrimPrefix(libraryGreedy(t, m, prompt, 6, []string{"\nUser:"}), " "); r2.Choices[0].Message.Content != want {
 			t.Errorf("second turn from the cache: %q, want %q", r2.Choices[0].Message.Content, want)
 		}
 	}
@@ -221,8 +230,8 @@ func TestServeOpenAIClientGreedy(t *testing.T) {
 		{Role: "user", Content: "What is a lamp?"},
 	}
 	prompt := "A dictionary.\n\nUser: What is a lamp?\nAssistant:"
-	want := strings.TrimPrefix(libraryGreedy(t, m, prompt, 12, []string{"\nUser:"}), " ")
-	resp, err := client.CreateChatCompletion(ctx, openai.ChatCompletionRequest{Model: "test-model", Messages: msgs, MaxTokens: 12, Temperature: greedyTemp})
+	want := strings.TrimPrefix(libraryGreedy(t, m, prompt, 8, []string{"\nUser:"}), " ")
+	resp, err := client.CreateChatCompletion(ctx, openai.ChatCompletionRequest{Model: "test-model", Messages: msgs, MaxTokens: 8, Temperature: greedyTemp})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +241,7 @@ func TestServeOpenAIClientGreedy(t *testing.T) {
 	if resp.Usage.PromptTokens != len(tok.Encode(prompt)) || resp.Object != "chat.completion" {
 		t.Errorf("chat usage %+v object %q", resp.Usage, resp.Object)
 	}
-	cs, err := client.CreateChatCompletionStream(ctx, openai.ChatCompletionRequest{Model: "test-model", Messages: msgs, MaxTokens: 12, Temperature: greedyTemp, Stream: true})
+	cs, err := client.CreateChatCompletionStream(ctx, openai.ChatCompletionRequest{Model: "test-model", Messages: msgs, MaxTokens: 8, Temperature: greedyTemp, Stream: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,9 +271,9 @@ func TestServeOpenAIClientGreedy(t *testing.T) {
 	}
 
 	// llama-server's /completion, with temperature 0.
-	code, body := post(t, url+"/completion", `{"prompt":"In the beginning God created","n_predict":16,"temperature":0}`)
+	code, body := post(t, url+"/completion", fmt.Sprintf(`{"prompt":"In the beginning God created","n_predict":%d,"temperature":0}`, ntok))
 	var lr llamaCompletionResponse
-	if code != 200 || json.Unmarshal(body, &lr) != nil || lr.Content != libraryGreedy(t, m, "In the beginning God created", 16, nil) || lr.TokensPredicted != 16 || lr.StopType != "limit" {
+	if code != 200 || json.Unmarshal(body, &lr) != nil || lr.Content != wantA || lr.TokensPredicted != ntok || lr.StopType != "limit" {
 		t.Errorf("/completion: %d %s", code, body)
 	}
 }
@@ -655,8 +664,8 @@ func TestServeCancelAndQueue(t *testing.T) {
 	long := `{"prompt":"In the beginning","max_tokens":400,"temperature":0,"ignore_eos":true,"stream":true}`
 	// One token's time, alone.
 	t0 := time.Now()
-	post(t, url+"/v1/completions", `{"prompt":"In the beginning","max_tokens":20,"temperature":0,"ignore_eos":true}`)
-	perToken := time.Since(t0) / 20
+	post(t, url+"/v1/completions", `{"prompt":"In the beginning","max_tokens":8,"temperature":0,"ignore_eos":true}`)
+	perToken := time.Since(t0) / 8
 
 	// A disconnect alone: the slot is free again within about a token.
 	cancel, _ := streamFirst(t, url+"/v1/completions", long)
@@ -740,43 +749,32 @@ func TestServeCancelAndQueue(t *testing.T) {
 	waitIdle(t, s, 5*time.Second)
 }
 
-// 32 concurrent streaming requests over 8 slots all complete with the library's greedy text.
-func TestServeConcurrentStreams(t *testing.T) {
-	m := fixtureModel(t)
-	const clients, slots, ntok = 32, 8, 8
-	s, _, client := start(t, m, Config{Parallel: slots, Queue: clients})
-	prompts := []string{"In the beginning", "The word", "And God said", "A lamp is"}
-	want := map[string]string{}
-	for _, p := range prompts {
-		want[p] = libraryGreedy(t, m, p, ntok, nil)
+// streamText streams a greedy completion through the OpenAI client and returns its text.
+func streamText(ctx context.Context, client *openai.Client, prompt string, ntok int) (string, error) {
+	st, err := client.CreateCompletionStream(ctx, openai.CompletionRequest{Model: "test-model", Prompt: prompt, MaxTokens: ntok, Temperature: greedyTemp, Stream: true})
+	if err != nil {
+		return "", err
 	}
-	ctx := context.Background()
-	one := func(p string) (string, error) {
-		st, err := client.CreateCompletionStream(ctx, openai.CompletionRequest{Model: "test-model", Prompt: p, MaxTokens: ntok, Temperature: greedyTemp, Stream: true})
+	defer st.Close()
+	var b strings.Builder
+	for {
+		c, err := st.Recv()
+		if errors.Is(err, io.EOF) {
+			return b.String(), nil
+		}
 		if err != nil {
 			return "", err
 		}
-		defer st.Close()
-		var b strings.Builder
-		for {
-			c, err := st.Recv()
-			if errors.Is(err, io.EOF) {
-				return b.String(), nil
-			}
-			if err != nil {
-				return "", err
-			}
-			for _, ch := range c.Choices {
-				b.WriteString(ch.Text)
-			}
+		for _, ch := range c.Choices {
+			b.WriteString(ch.Text)
 		}
 	}
+}
+
+// concurrentStreams runs clients streaming requests at once (prompts in turn) and checks each
+// text against want; it returns how long they took.
+func concurrentStreams(t testing.TB, client *openai.Client, clients, ntok int, prompts []string, want map[string]string) time.Duration {
 	t0 := time.Now()
-	if _, err := one(prompts[0]); err != nil {
-		t.Fatal(err)
-	}
-	alone := time.Since(t0)
-	t0 = time.Now()
 	var wg sync.WaitGroup
 	errs := make(chan error, clients)
 	for i := range clients {
@@ -784,8 +782,8 @@ func TestServeConcurrentStreams(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			p := prompts[i%len(prompts)]
-			got, err := one(p)
-			if err == nil && got != want[p] {
+			got, err := streamText(context.Background(), client, p, ntok)
+			if err == nil && want != nil && got != want[p] {
 				err = fmt.Errorf("%q: got %q, want %q", p, got, want[p])
 			}
 			if err != nil {
@@ -794,14 +792,45 @@ func TestServeConcurrentStreams(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	all := time.Since(t0)
+	d := time.Since(t0)
 	close(errs)
 	for err := range errs {
 		t.Error(err)
 	}
+	return d
+}
+
+// 32 concurrent streaming requests over 8 slots all complete with the library's greedy text.
+func TestServeConcurrentStreams(t *testing.T) {
+	m := randomModel(t)
+	const clients, slots, ntok = 32, 8, 16
+	s, _, client := start(t, m, Config{Parallel: slots, Queue: clients})
+	prompts := []string{"a b", "c d e", "f", "g h i j"}
+	want := map[string]string{}
+	for _, p := range prompts {
+		want[p] = libraryGreedy(t, m, p, ntok, nil)
+	}
+	concurrentStreams(t, client, clients, ntok, prompts, want)
 	waitIdle(t, s, 5*time.Second)
-	t.Logf("one request: %d tokens in %v (%.0f tokens/s); %d concurrent over %d slots: %d tokens in %v (%.0f tokens/s aggregate)",
-		ntok, alone, ntok/alone.Seconds(), clients, slots, clients*ntok, all, float64(clients*ntok)/all.Seconds())
+}
+
+// BenchmarkServeStreams measures generation through the server on the trained tiny GPT-2:
+// tokens per second for one streaming request at a time, and aggregate for 8 and 32 at once
+// over 8 slots (go test ./server -run '^$' -bench ServeStreams -benchtime 1x).
+func BenchmarkServeStreams(b *testing.B) {
+	m := fixtureModel(b)
+	const ntok = 32
+	_, _, client := start(b, m, Config{Parallel: 8, Queue: 64})
+	prompts := []string{"In the beginning", "The word", "And God said", "A lamp is"}
+	for _, clients := range []int{1, 8, 32} {
+		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
+			var d time.Duration
+			for range b.N {
+				d += concurrentStreams(b, client, clients, ntok, prompts, nil)
+			}
+			b.ReportMetric(float64(b.N*clients*ntok)/d.Seconds(), "tokens/s")
+		})
+	}
 }
 
 func rssBytes() int64 {
@@ -829,10 +858,10 @@ func TestServeSequentialMemory(t *testing.T) {
 	m := randomModel(t)
 	_, url, _ := start(t, m, Config{Parallel: 2})
 	bodies := []struct{ path, body string }{
-		{"/v1/completions", `{"prompt":"a b c %d","max_tokens":8,"temperature":0.7,"seed":%d}`},
-		{"/v1/completions", `{"prompt":"a b c %d","max_tokens":8,"stream":true,"seed":%d}`},
-		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"x %d"}],"max_tokens":8,"seed":%d}`},
-		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"x %d"}],"max_tokens":8,"stream":true,"seed":%d}`},
+		{"/v1/completions", `{"prompt":"a b c %d","max_tokens":4,"temperature":0.7,"seed":%d}`},
+		{"/v1/completions", `{"prompt":"a b c %d","max_tokens":4,"stream":true,"seed":%d}`},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"x %d"}],"max_tokens":4,"seed":%d}`},
+		{"/v1/chat/completions", `{"messages":[{"role":"user","content":"x %d"}],"max_tokens":4,"stream":true,"seed":%d}`},
 	}
 	run := func(n int) {
 		for i := range n {
