@@ -25,7 +25,7 @@ func (b *Backend) mulMat(idx int, n *graph.Tensor, ith, nth int) {
 		return
 	}
 	K, N := w.Ne[0], w.Ne[1]
-	if mv := kernels.MatVec4(w.Type); mv != nil && x.NRows() < fusedRows && K > 0 {
+	if mv := kernels.MatVec4(w.Type); mv != nil && (x.NRows() < fusedRows || kernels.FuseAllRows()) && K > 0 {
 		b.mulMatFused(n, ctr, mv, &b.scratch[ith])
 		return
 	}

@@ -82,6 +82,9 @@ func Use(t Tier) error {
 	}
 	useGeneric()
 	if t != Generic {
+		// A SIMD tier fuses only where its kernel matches its tile path bit for bit.
+		clear(matVec4[:])
+		fuseAll = false
 		useSIMD(t)
 	}
 	active = t
@@ -96,9 +99,18 @@ func Dequantizer(t quant.Type) func(dst []float32, src []byte) {
 	return dequant[t]
 }
 
+// fuseAll: the matmul should use MatVec4 for any number of activation rows (the generic tier,
+// whose fused kernel sums in its own order), not only for generation's one or two.
+var fuseAll bool
+
+// FuseAllRows reports whether matrix products should use the fused kernels (where MatVec4 has
+// one) for every number of activation rows, so that results stay independent of the batch.
+func FuseAllRows() bool { return fuseAll }
+
 // MatVec4 returns a kernel that sets out[j] to the dot product of x with row j < 4 of w (rows
-// of type t, ws bytes apart), bit-identical to dequantizing the rows and calling Dot1x4; nil
-// when the active tier has none for t. len(x) must be a whole number of t's blocks.
+// of type t, ws bytes apart); nil when the active tier has none for t. In the SIMD tiers it is
+// bit-identical to dequantizing the rows and calling Dot1x4; in the generic tier it is quant's
+// DotF32 (see FuseAllRows). len(x) must be a whole number of t's blocks.
 func MatVec4(t quant.Type) func(x []float32, w []byte, ws int, out *[4]float32) {
 	if int(t) < 0 || int(t) >= len(matVec4) {
 		return nil

@@ -21,8 +21,30 @@ func useGeneric() {
 	for t := range dequant {
 		dequant[t] = nil
 		matVec4[t] = nil
-		if f, err := quant.FormatOf(quant.Type(t)); err == nil && f.Dequantize != nil {
+		f, err := quant.FormatOf(quant.Type(t))
+		if err != nil {
+			continue
+		}
+		if f.Dequantize != nil {
 			dequant[t] = f.Dequantize
+		}
+		if f.DotF32 != nil {
+			matVec4[t] = dotF32x4(f)
+		}
+	}
+	fuseAll = true
+}
+
+// dotF32x4 is the generic tier's fused kernel: quant's own dequantizing dot product per row
+// (the pure-Go code gorun had before SIMD, which factors each block's scale out of its sum and
+// so does fewer operations than dequantizing first). The generic tier uses it for every number
+// of activation rows (FuseAllRows), so its results are still the same whatever the batch.
+func dotF32x4(f *quant.Format) func(x []float32, w []byte, ws int, out *[4]float32) {
+	t := f.Type
+	return func(x []float32, w []byte, ws int, out *[4]float32) {
+		rb := len(x) / t.BlockSize() * t.TypeSize()
+		for j := range out {
+			out[j] = f.DotF32(w[j*ws:j*ws+rb], x)
 		}
 	}
 }
