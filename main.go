@@ -24,6 +24,7 @@ Usage:
   gorun random-model -shape 124M -o OUT.gguf   write a random-weight GPT-2 for benchmarks
   gorun convert HF_DIR OUT.gguf [--outtype T]  convert a Hugging Face GPT-2 (safetensors) to GGUF
   gorun pull ORG/NAME[:QUANT]                  download a model from the Hugging Face Hub
+  gorun serve -m MODEL.gguf [--port 8080]      OpenAI-compatible HTTP server
   gorun help [COMMAND]                         show help
 
 Run 'gorun COMMAND -h' for a command's options.
@@ -159,7 +160,7 @@ func parseModelFlags(fs *flag.FlagSet, args []string, model *string, stderr io.W
 	case *model == "":
 		return usageError(fs, stderr, "no model: use -m FILE")
 	}
-	return nil
+	return resolveModel(model, stderr) // hf://ORG/NAME[:QUANT] from the Hub's cache or by pulling
 }
 
 // promptText returns the text of -p, or of the file named by -f.
