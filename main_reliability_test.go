@@ -294,3 +294,12 @@ func TestQuantizeSignalsAndOutput(t *testing.T) {
 		t.Errorf("OUT a directory: exit %d, %q", code, errs)
 	}
 }
+
+func TestMemLimitParse(t *testing.T) {
+	for in, want := range map[string]memLimit{"512M": 512 << 20, "8G": 8 << 30, "8GiB": 8 << 30, "1.5g": 3 << 29, "4096": 4096, "2T": 2 << 40, "auto": 0, "off": -1} {
+		var m memLimit
+		if err := m.Set(in); err != nil || m != want {
+			t.Errorf("%q: %d %v, want %d", in, m, err, want)
+		}
+	}
+}
