@@ -113,6 +113,7 @@ TEXT ·matvecQ4_1x4AVX512(SB), NOSPLIT, $0-56
 	LEAQ  (DI)(BX*1), R8
 	LEAQ  (R8)(BX*1), R9
 	LEAQ  (R9)(BX*1), R10
+	LEAQ  (BX*4), R12        // prefetch distance: the next four rows
 	VXORPS Z0, Z0, Z0
 	VXORPS Z1, Z1, Z1
 	VXORPS Z2, Z2, Z2
@@ -121,6 +122,10 @@ TEXT ·matvecQ4_1x4AVX512(SB), NOSPLIT, $0-56
 	JZ    mvQ4_1done
 
 mvQ4_1loop:
+	PREFETCHT0 (DI)(R12*1)
+	PREFETCHT0 (R8)(R12*1)
+	PREFETCHT0 (R9)(R12*1)
+	PREFETCHT0 (R10)(R12*1)
 	VMOVUPS (SI), Z4
 	VMOVUPS 64(SI), Z5
 	VALS_Q4_1(DI)
@@ -182,6 +187,7 @@ TEXT ·matvecQ5_0x4AVX512(SB), NOSPLIT, $0-56
 	LEAQ  (DI)(BX*1), R8
 	LEAQ  (R8)(BX*1), R9
 	LEAQ  (R9)(BX*1), R10
+	LEAQ  (BX*4), R12        // prefetch distance: the next four rows
 	VXORPS Z0, Z0, Z0
 	VXORPS Z1, Z1, Z1
 	VXORPS Z2, Z2, Z2
@@ -190,6 +196,10 @@ TEXT ·matvecQ5_0x4AVX512(SB), NOSPLIT, $0-56
 	JZ    mvQ5_0done
 
 mvQ5_0loop:
+	PREFETCHT0 (DI)(R12*1)
+	PREFETCHT0 (R8)(R12*1)
+	PREFETCHT0 (R9)(R12*1)
+	PREFETCHT0 (R10)(R12*1)
 	VMOVUPS (SI), Z4
 	VMOVUPS 64(SI), Z5
 	VALS_Q5_0(DI)
@@ -251,6 +261,7 @@ TEXT ·matvecQ5_1x4AVX512(SB), NOSPLIT, $0-56
 	LEAQ  (DI)(BX*1), R8
 	LEAQ  (R8)(BX*1), R9
 	LEAQ  (R9)(BX*1), R10
+	LEAQ  (BX*4), R12        // prefetch distance: the next four rows
 	VXORPS Z0, Z0, Z0
 	VXORPS Z1, Z1, Z1
 	VXORPS Z2, Z2, Z2
@@ -259,6 +270,10 @@ TEXT ·matvecQ5_1x4AVX512(SB), NOSPLIT, $0-56
 	JZ    mvQ5_1done
 
 mvQ5_1loop:
+	PREFETCHT0 (DI)(R12*1)
+	PREFETCHT0 (R8)(R12*1)
+	PREFETCHT0 (R9)(R12*1)
+	PREFETCHT0 (R10)(R12*1)
 	VMOVUPS (SI), Z4
 	VMOVUPS 64(SI), Z5
 	VALS_Q5_1(DI)
@@ -318,6 +333,10 @@ TEXT ·matvecBF16x4AVX512(SB), NOSPLIT, $0-40
 	LEAQ  (DI)(DX*1), R8
 	LEAQ  (R8)(DX*1), R9
 	LEAQ  (R9)(DX*1), R10
+	LEAQ  (R10)(DX*1), R11   // the next four rows, prefetched as these are read
+	LEAQ  (R11)(DX*1), R12
+	LEAQ  (R12)(DX*1), R13
+	LEAQ  (R13)(DX*1), R14
 	VXORPS Z0, Z0, Z0
 	VXORPS Z1, Z1, Z1
 	VXORPS Z2, Z2, Z2
@@ -328,6 +347,10 @@ TEXT ·matvecBF16x4AVX512(SB), NOSPLIT, $0-40
 	JZ    bf16x4done
 
 bf16x4loop:
+	PREFETCHT0  (R11)(AX*1)
+	PREFETCHT0  (R12)(AX*1)
+	PREFETCHT0  (R13)(AX*1)
+	PREFETCHT0  (R14)(AX*1)
 	VMOVUPS     (SI)(AX*2), Z4
 	VPMOVZXWD   (DI)(AX*1), Z5
 	VPMOVZXWD   (R8)(AX*1), Z6
