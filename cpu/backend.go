@@ -61,6 +61,7 @@ func New(threads int) *Backend {
 	}
 	b := &Backend{threads: threads, pool: newPool(threads), scratch: make([]threadScratch, threads)}
 	b.bar.n = int32(threads)
+	b.bar.cond.L = &b.bar.mu
 	return b
 }
 

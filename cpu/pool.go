@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -22,6 +23,8 @@ type pool struct {
 	gen     atomic.Uint64 // number of jobs published
 	pending atomic.Int32  // workers still running the current job
 	stop    atomic.Bool
+	waiting atomic.Bool // Run sleeps on done for the last worker
+	done    chan struct{}
 }
 
 type worker struct {
@@ -34,7 +37,7 @@ type worker struct {
 const spinFor = 200 * time.Microsecond
 
 func newPool(n int) *pool {
-	p := &pool{n: n, workers: make([]worker, n)}
+	p := &pool{n: n, workers: make([]worker, n), done: make(chan struct{}, 1)}
 	for i := 1; i < n; i++ {
 		p.workers[i].wake = make(chan struct{}, 1)
 		go p.worker(i)
@@ -52,7 +55,9 @@ func (p *pool) worker(ith int) {
 		}
 		seen = g
 		p.job.run(ith, p.n)
-		p.pending.Add(-1)
+		if p.pending.Add(-1) == 0 && p.waiting.CompareAndSwap(true, false) {
+			p.done <- struct{}{}
+		}
 	}
 }
 
@@ -93,12 +98,27 @@ func (p *pool) Run(j job) {
 		p.wakeParked()
 	}
 	j.run(0, p.n)
+	p.waitWorkers()
+	p.job = nil
+}
+
+// waitWorkers spins until the workers are done, then sleeps (a worker the OS descheduled may
+// need this core).
+func (p *pool) waitWorkers() {
+	start := time.Now()
 	for spins := 0; p.pending.Load() != 0; spins++ {
-		if spins > 64 {
-			runtime.Gosched()
+		if spins&63 == 63 && time.Since(start) > barrierSpin {
+			p.waiting.Store(true)
+			if p.pending.Load() == 0 {
+				if !p.waiting.CompareAndSwap(true, false) {
+					<-p.done // the last worker saw us waiting and sent
+				}
+				return
+			}
+			<-p.done
+			return
 		}
 	}
-	p.job = nil
 }
 
 func (p *pool) wakeParked() {
@@ -117,13 +137,21 @@ func (p *pool) Close() {
 	p.wakeParked()
 }
 
-// barrier makes n threads wait for each other. Threads spin briefly (the wait between two ops is
-// usually short) and then yield, so oversubscribed machines still make progress.
+// barrier makes n threads wait for each other. Threads spin first (the wait between two ops is
+// usually a few microseconds), then sleep on a condition variable, so that on a machine busier
+// than its core count the thread everybody waits for can get a core back instead of losing it
+// to a spinning one.
 type barrier struct {
-	n     int32
-	count atomic.Int32
-	gen   atomic.Uint32
+	n        int32
+	count    atomic.Int32
+	gen      atomic.Uint32
+	sleepers atomic.Int32
+	mu       sync.Mutex
+	cond     sync.Cond
 }
+
+// barrierSpin is how long a thread spins at a barrier before it sleeps.
+const barrierSpin = 50 * time.Microsecond
 
 func (b *barrier) wait() {
 	if b.n == 1 {
@@ -133,11 +161,35 @@ func (b *barrier) wait() {
 	if b.count.Add(1) == b.n {
 		b.count.Store(0)
 		b.gen.Add(1)
+		if b.sleepers.Load() > 0 {
+			b.mu.Lock()
+			b.cond.Broadcast()
+			b.mu.Unlock()
+		}
 		return
 	}
+	var start time.Time
 	for spins := 0; b.gen.Load() == g; spins++ {
-		if spins > 64 {
-			runtime.Gosched()
+		if spins&63 != 63 {
+			continue
+		}
+		if start.IsZero() {
+			start = time.Now()
+		} else if time.Since(start) > barrierSpin {
+			b.sleep(g)
+			return
 		}
 	}
+}
+
+// sleep waits for generation g to end. A sleeper announces itself before it checks the
+// generation, and the last arriver checks for sleepers after ending it, so no wake is lost.
+func (b *barrier) sleep(g uint32) {
+	b.mu.Lock()
+	b.sleepers.Add(1)
+	for b.gen.Load() == g {
+		b.cond.Wait()
+	}
+	b.sleepers.Add(-1)
+	b.mu.Unlock()
 }
