@@ -23,13 +23,7 @@ func binary(n *graph.Tensor, ith, nth int, f func(dst, a, b []float32)) {
 	}
 }
 
-func addRow(dst, a, b []float32) {
-	b = b[:len(dst)]
-	a = a[:len(dst)]
-	for i := range dst {
-		dst[i] = a[i] + b[i]
-	}
-}
+func addRow(dst, a, b []float32) { kernels.Add(dst, a, b) }
 
 func mulRow(dst, a, b []float32) {
 	b = b[:len(dst)]

@@ -53,6 +53,12 @@ func dequantQ6_KAVX512(dst *float32, b *byte, sc *[16]float32)
 func geluAVX512(dst, x *float32, n uintptr)
 
 //go:noescape
+func maxAVX512(s *float32, n uintptr) float32
+
+//go:noescape
+func addAVX512(dst, a, b *float32, n uintptr)
+
+//go:noescape
 func scoresAVX512(out, q, k *float32, ks, n, d uintptr)
 
 //go:noescape
@@ -109,6 +115,8 @@ func useSIMD(t Tier) {
 		Dot4x4 = dot4x4AVX512Go
 		GELU = geluAVX512Go
 		Scores = scoresAVX512Go
+		Max = maxAVX512Go
+		Add = addAVX512Go
 		ExpSum = expSumAVX512Go
 		WeightedSum = weightedSumAVX512Go
 		dequant[quant.F16] = f16SIMD(f16ToF32AVX512, 16)
@@ -352,3 +360,22 @@ func weightedSumAVX512Go(out, p, v []float32, vs int) {
 }
 
 func unsafePointer(p *[96]float32) unsafe.Pointer { return unsafe.Pointer(p) }
+
+func maxAVX512Go(s []float32) float32 {
+	n := len(s) &^ 15
+	if n == 0 {
+		return maxGeneric(s)
+	}
+	return max(maxAVX512(&s[0], uintptr(n)), maxGeneric(s[n:]))
+}
+
+func addAVX512Go(dst, a, b []float32) {
+	a, b = a[:len(dst)], b[:len(dst)]
+	n := len(dst) &^ 15
+	if n > 0 {
+		addAVX512(&dst[0], &a[0], &b[0], uintptr(n))
+	}
+	for i := n; i < len(dst); i++ {
+		dst[i] = a[i] + b[i]
+	}
+}

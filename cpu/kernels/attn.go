@@ -50,8 +50,20 @@ func weightedSumGeneric(out, p, v []float32, vs int) {
 	}
 }
 
-// Max returns the largest element of s (-Inf for none).
-func Max(s []float32) float32 {
+// Max returns the largest element of s (-Inf for none; NaNs are not expected).
+var Max = maxGeneric
+
+// Add sets dst[i] = a[i] + b[i].
+var Add = addGeneric
+
+func addGeneric(dst, a, b []float32) {
+	a, b = a[:len(dst)], b[:len(dst)]
+	for i := range dst {
+		dst[i] = a[i] + b[i]
+	}
+}
+
+func maxGeneric(s []float32) float32 {
 	m := float32(math.Inf(-1))
 	for _, v := range s {
 		m = max(m, v)

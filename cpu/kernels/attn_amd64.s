@@ -136,3 +136,56 @@ wsdone:
 	VMOVUPS Z3, 192(DI)
 	VZEROUPPER
 	RET
+
+// func maxAVX512(s *float32, n uintptr) float32 // n multiple of 16, > 0
+TEXT ·maxAVX512(SB), NOSPLIT, $0-20
+	MOVQ    s+0(FP), SI
+	MOVQ    n+8(FP), CX
+	VMOVUPS (SI), Z0
+	ADDQ    $64, SI
+	SHRQ    $4, CX
+	DECQ    CX
+	JZ      mxdone
+
+mxloop:
+	VMAXPS (SI), Z0, Z0
+	ADDQ   $64, SI
+	DECQ   CX
+	JNZ    mxloop
+
+mxdone:
+	VEXTRACTF32X8 $1, Z0, Y1
+	VMAXPS        Y1, Y0, Y0
+	VEXTRACTF128  $1, Y0, X1
+	VMAXPS        X1, X0, X0
+	VMOVHLPS      X0, X0, X1
+	VMAXPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VMAXSS        X1, X0, X0
+	MOVSS         X0, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// func addAVX512(dst, a, b *float32, n uintptr) // n multiple of 16
+TEXT ·addAVX512(SB), NOSPLIT, $0-32
+	MOVQ  dst+0(FP), DI
+	MOVQ  a+8(FP), SI
+	MOVQ  b+16(FP), DX
+	MOVQ  n+24(FP), CX
+	SHRQ  $4, CX
+	TESTQ CX, CX
+	JZ    adddone
+
+addloop:
+	VMOVUPS (SI), Z0
+	VADDPS  (DX), Z0, Z0
+	VMOVUPS Z0, (DI)
+	ADDQ    $64, SI
+	ADDQ    $64, DX
+	ADDQ    $64, DI
+	DECQ    CX
+	JNZ     addloop
+
+adddone:
+	VZEROUPPER
+	RET

@@ -62,3 +62,27 @@ func TestAttentionKernels(t *testing.T) {
 		}
 	})
 }
+
+func TestMaxAndAdd(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 8))
+	forEachTier(t, func(t *testing.T, tier Tier) {
+		for _, n := range []int{1, 15, 16, 17, 100, 1024} {
+			a, b := randVec(rng, n), randVec(rng, n)
+			if got, want := Max(a), maxGeneric(a); got != want {
+				t.Fatalf("n=%d: Max %v, want %v", n, got, want)
+			}
+			dst := make([]float32, n+3)
+			Add(dst[:n], a, b)
+			for i := range a {
+				if dst[i] != a[i]+b[i] {
+					t.Fatalf("n=%d: Add[%d] = %v", n, i, dst[i])
+				}
+			}
+			for _, v := range dst[n:] {
+				if v != 0 {
+					t.Fatal("Add wrote past dst")
+				}
+			}
+		}
+	})
+}

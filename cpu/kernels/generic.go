@@ -16,6 +16,8 @@ func useGeneric() {
 	Dot4x4 = dot4x4Generic
 	GELU = geluGeneric
 	Scores = scoresGeneric
+	Max = maxGeneric
+	Add = addGeneric
 	ExpSum = expSumGeneric
 	WeightedSum = weightedSumGeneric
 	for t := range dequant {
