@@ -67,6 +67,12 @@ func layerNorm(n *graph.Tensor, ith, nth int) {
 		br = b.F32Row(0)
 	}
 	lo, hi := split(n.NRows(), ith, nth)
+	if wr != nil && br != nil {
+		for r := lo; r < hi; r++ {
+			kernels.LayerNorm(n.F32Row(r), x.F32Row(r), wr, br, float32(eps))
+		}
+		return
+	}
 	for r := lo; r < hi; r++ {
 		src, dst := x.F32Row(r), n.F32Row(r)
 		var sum float64

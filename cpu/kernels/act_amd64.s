@@ -65,3 +65,73 @@ geluloop:
 geludone:
 	VZEROUPPER
 	RET
+
+#define HSUM16(Z, Y, X, TY, TX) \
+	VEXTRACTF32X8 $1, Z, TY ; \
+	VADDPS        TY, Y, Y ; \
+	VEXTRACTF32X4 $1, Y, TX ; \
+	VADDPS        TX, X, X ; \
+	VMOVHLPS      X, X, TX ; \
+	VADDPS        TX, X, X ; \
+	VMOVSHDUP     X, TX ; \
+	VADDSS        TX, X, X
+
+// func layerNormAVX512(dst, x, w, b *float32, n uintptr, eps float32) // n multiple of 16, > 0
+// Two passes for the mean and the variance (float32, 16 lanes), then
+// dst = (x-mean)*rstd*w + b.
+TEXT ·layerNormAVX512(SB), NOSPLIT, $0-44
+	MOVQ      dst+0(FP), DI
+	MOVQ      x+8(FP), SI
+	MOVQ      w+16(FP), R8
+	MOVQ      b+24(FP), R9
+	MOVQ      n+32(FP), CX
+	SHRQ      $4, CX
+	VXORPS    Z0, Z0, Z0
+	MOVQ      SI, AX
+	MOVQ      CX, DX
+
+lnsum:
+	VADDPS (AX), Z0, Z0
+	ADDQ   $64, AX
+	DECQ   DX
+	JNZ    lnsum
+	HSUM16(Z0, Y0, X0, Y1, X1)
+	MOVQ      n+32(FP), AX
+	VCVTSI2SSQ AX, X2, X2        // n as float32
+	VDIVSS    X2, X0, X0          // mean
+	VBROADCASTSS X0, Z3
+	VXORPS    Z0, Z0, Z0
+	MOVQ      SI, AX
+	MOVQ      CX, DX
+
+lnvar:
+	VMOVUPS     (AX), Z4
+	VSUBPS      Z3, Z4, Z4
+	VFMADD231PS Z4, Z4, Z0
+	ADDQ        $64, AX
+	DECQ        DX
+	JNZ         lnvar
+	HSUM16(Z0, Y0, X0, Y1, X1)
+	VDIVSS      X2, X0, X0        // variance
+	VADDSS      eps+40(FP), X0, X0
+	VSQRTSS     X0, X0, X0
+	MOVL        $0x3f800000, AX
+	VMOVD       AX, X5
+	VDIVSS      X0, X5, X5        // rstd
+	VBROADCASTSS X5, Z5
+
+lnout:
+	VMOVUPS     (SI), Z4
+	VSUBPS      Z3, Z4, Z4
+	VMULPS      Z5, Z4, Z4
+	VMULPS      (R8), Z4, Z4
+	VADDPS      (R9), Z4, Z4
+	VMOVUPS     Z4, (DI)
+	ADDQ        $64, SI
+	ADDQ        $64, R8
+	ADDQ        $64, R9
+	ADDQ        $64, DI
+	DECQ        CX
+	JNZ         lnout
+	VZEROUPPER
+	RET

@@ -53,6 +53,9 @@ func dequantQ6_KAVX512(dst *float32, b *byte, sc *[16]float32)
 func geluAVX512(dst, x *float32, n uintptr)
 
 //go:noescape
+func layerNormAVX512(dst, x, w, b *float32, n uintptr, eps float32)
+
+//go:noescape
 func maxAVX512(s *float32, n uintptr) float32
 
 //go:noescape
@@ -114,6 +117,7 @@ func useSIMD(t Tier) {
 		Dot1x4 = dot1x4SIMD(dot1x4AVX512)
 		Dot4x4 = dot4x4AVX512Go
 		GELU = geluAVX512Go
+		LayerNorm = layerNormAVX512Go
 		Scores = scoresAVX512Go
 		Max = maxAVX512Go
 		Add = addAVX512Go
@@ -378,4 +382,14 @@ func addAVX512Go(dst, a, b []float32) {
 	for i := n; i < len(dst); i++ {
 		dst[i] = a[i] + b[i]
 	}
+}
+
+func layerNormAVX512Go(dst, x, w, b []float32, eps float32) {
+	n := len(dst)
+	if n == 0 || n%16 != 0 {
+		layerNormGeneric(dst, x, w, b, eps)
+		return
+	}
+	x, w, b = x[:n], w[:n], b[:n]
+	layerNormAVX512(&dst[0], &x[0], &w[0], &b[0], uintptr(n), eps)
 }

@@ -86,3 +86,27 @@ func TestMaxAndAdd(t *testing.T) {
 		}
 	})
 }
+
+func TestLayerNorm(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	forEachTier(t, func(t *testing.T, tier Tier) {
+		for _, n := range []int{16, 64, 768, 1600, 100} {
+			x, w, b := randVec(rng, n), randVec(rng, n), randVec(rng, n)
+			for i := range x {
+				x[i] = x[i]*30 + 50 // an offset and spread like a residual stream's
+			}
+			want := make([]float32, n)
+			layerNormGeneric(want, x, w, b, 1e-5)
+			got := make([]float32, n+2)
+			LayerNorm(got[:n], x, w, b, 1e-5)
+			for i := range want {
+				if d := math.Abs(float64(got[i] - want[i])); d > 2e-5*(1+math.Abs(float64(want[i]))) {
+					t.Fatalf("n=%d: [%d] = %v, want %v", n, i, got[i], want[i])
+				}
+			}
+			if got[n] != 0 || got[n+1] != 0 {
+				t.Fatal("LayerNorm wrote past dst")
+			}
+		}
+	})
+}

@@ -15,6 +15,7 @@ func useGeneric() {
 	Dot1x4 = dot1x4Generic
 	Dot4x4 = dot4x4Generic
 	GELU = geluGeneric
+	LayerNorm = layerNormGeneric
 	Scores = scoresGeneric
 	Max = maxGeneric
 	Add = addGeneric
@@ -128,5 +129,29 @@ func geluGeneric(dst, x []float32) {
 	for i, v := range x {
 		f := float64(v)
 		dst[i] = float32(0.5 * f * (1 + math.Tanh(c*(f+0.044715*f*f*f))))
+	}
+}
+
+// LayerNorm sets dst = (x-mean)/sqrt(var+eps)*w + b over the row x (w and b of the same
+// length).
+var LayerNorm func(dst, x, w, b []float32, eps float32)
+
+// layerNormGeneric accumulates the mean and variance in float64 (the reference).
+func layerNormGeneric(dst, x, w, b []float32, eps float32) {
+	x, w, b = x[:len(dst)], w[:len(dst)], b[:len(dst)]
+	var sum float64
+	for _, v := range x {
+		sum += float64(v)
+	}
+	mean := sum / float64(len(x))
+	var sq float64
+	for _, v := range x {
+		d := float64(v) - mean
+		sq += d * d
+	}
+	rstd := 1 / math.Sqrt(sq/float64(len(x))+float64(eps))
+	for i, v := range x {
+		y := float32((float64(v) - mean) * rstd)
+		dst[i] = float32(y*w[i]) + b[i]
 	}
 }
