@@ -236,6 +236,7 @@ func TestCloseDuringGeneration(t *testing.T) {
 		m := tinyModel(t, func(c *testmodel.Config) { c.NCtx = 512 }, Options{Threads: 2})
 		var wg sync.WaitGroup
 		started := make(chan struct{}, 4)
+		closing := make(chan struct{})
 		errs := make([]error, 4)
 		for i := range errs {
 			wg.Add(1)
@@ -249,16 +250,20 @@ func TestCloseDuringGeneration(t *testing.T) {
 				n := 0
 				_, errs[i] = s.Generate(context.Background(), "a b c", GenerateOptions{MaxTokens: NoLimit, IgnoreEOS: true}, func(string) error {
 					if n++; n == 2 {
+						// Every session is mid-generation when Close comes: none can
+						// finish its whole context first, however fast the kernels are.
 						started <- struct{}{}
+						<-closing
 					}
 					return nil
 				})
 			}()
 		}
-		for range 2 {
+		for range 4 {
 			<-started
 		}
-		time.Sleep(time.Duration(trial) * 5 * time.Millisecond)
+		close(closing)
+		time.Sleep(time.Duration(trial) * time.Millisecond)
 		if err := m.Close(); err != nil {
 			t.Fatal(err)
 		}
