@@ -80,11 +80,15 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		var be graph.Backend
 		if *ngl != 0 {
 			b, dev, err := gpuBackend(*model, *ngl)
-			if err != nil {
+			switch {
+			case noGPUBuild(err):
+				fmt.Fprintf(stderr, "warning: %v; running on the CPU\n", err)
+			case err != nil:
 				return err
+			default:
+				be = b
+				fmt.Fprintf(stderr, "gpu: %s\n", dev)
 			}
-			be = b
-			fmt.Fprintf(stderr, "gpu: %s\n", dev)
 		}
 		m, err := llm.Load(*model, llm.Options{Threads: th, Backend: be})
 		if err != nil {

@@ -10,6 +10,9 @@ import (
 	"io"
 	"math"
 	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
 	"strings"
 )
 
@@ -59,21 +62,76 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if name == "help" {
 		if len(args) > 0 && commands[args[0]] != nil {
-			return exitCode(commands[args[0]]([]string{"-h"}, stdout, stderr), stderr)
+			name, args = args[0], []string{"-h"}
+		} else {
+			args = []string{"-h"}
+			name = "run"
 		}
-		fmt.Fprint(stdout, usage)
-		return 0
 	}
 	if len(args) == 0 && name == "run" {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
+	if len(args) == 1 && name == "run" && (args[0] == "--version" || args[0] == "-version") {
+		fmt.Fprintln(stdout, versionLine())
+		return 0
+	}
 	cmd := commands[name]
 	if cmd == nil {
-		fmt.Fprintf(stderr, "gorun: unknown command %q\n\n%s", name, usage)
+		fmt.Fprintf(stderr, "gorun: unknown command %q (run 'gorun help' for the commands)\n", name)
 		return 2
 	}
+	if wantsHelp(args) {
+		// Help is what the user asked for: it goes to stdout (llama-cli's --help does), and
+		// the default command's help lists the subcommands too.
+		if name == "run" {
+			fmt.Fprint(stdout, usage+"\n")
+		}
+		return exitCode(cmd(args, stdout, stdout), stderr)
+	}
 	return exitCode(cmd(args, stdout, stderr), stderr)
+}
+
+// wantsHelp reports whether args ask for help (-h, -help, --help before any "--").
+func wantsHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "-help", "--help":
+			return true
+		}
+	}
+	return false
+}
+
+// versionLine is what --version prints: the module's version and the commit it was built from,
+// when the build recorded them.
+func versionLine() string {
+	v, rev, dirty := "(devel)", "", ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Version != "" {
+			v = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				if s.Value == "true" {
+					dirty = "+dirty"
+				}
+			}
+		}
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	line := "gorun version " + v
+	if rev != "" {
+		line += " (commit " + rev + dirty + ")"
+	}
+	return line + ", " + runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH
 }
 
 // Exit statuses, as llama.cpp's tools and shells use them.
@@ -113,16 +171,31 @@ func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 // returns the positional ones.
 func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
+	// The flag package prints its usage after every error; gorun prints one line instead (with
+	// a suggestion for a misspelt option), and the usage only when asked for.
+	usage, out := fs.Usage, fs.Output()
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
+	defer func() { fs.Usage = usage; fs.SetOutput(out) }()
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
+				fs.SetOutput(out)
+				usage()
 				return nil, err
 			}
+			msg := err.Error()
+			if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+				if s := suggestFlag(fs, name); s != "" {
+					msg += " (did you mean " + s + "?)"
+				}
+			}
+			fmt.Fprintf(out, "gorun %s: %s (run 'gorun help %s' for the options)\n", fs.Name(), msg, fs.Name())
 			return nil, errUsage
 		}
 		args = fs.Args()
 		if len(args) == 0 {
-			return pos, checkFinite(fs)
+			return pos, checkFinite(fs, out)
 		}
 		if args[0] == "--" {
 			return append(pos, args[1:]...), nil
@@ -132,9 +205,59 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// suggestFlag returns the defined option closest to the unknown one (edit distance at most 2,
+// and less than its length), spelt with llama.cpp's dashes, or "".
+func suggestFlag(fs *flag.FlagSet, name string) string {
+	best, bestD := "", 3
+	fs.VisitAll(func(f *flag.Flag) {
+		if d := editDistance(name, f.Name); d < bestD && d < len(f.Name) {
+			best, bestD = f.Name, d
+		}
+	})
+	return dashed(best)
+}
+
+// dashed spells an option as llama.cpp does: -x, --long (or "" for "").
+func dashed(name string) string {
+	switch {
+	case name == "":
+		return ""
+	case len(name) == 1 || name == "ngl":
+		return "-" + name
+	}
+	return "--" + name
+}
+
+// editDistance is the Levenshtein distance between a and b (bytes).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			c := prev[j-1]
+			if a[i-1] != b[j-1] {
+				c++
+			}
+			cur[j] = min(c, prev[j]+1, cur[j-1]+1)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// def32 is a float32 default as a float64 that prints as written (0.8, not 0.800000011920929).
+func def32(x float32) float64 {
+	v, _ := strconv.ParseFloat(strconv.FormatFloat(float64(x), 'g', -1, 32), 64)
+	return v
+}
+
 // checkFinite refuses NaN and infinite values of every floating-point option that was set: NaN
 // passes every < and > range check, so it must be stopped here, by name.
-func checkFinite(fs *flag.FlagSet) error {
+func checkFinite(fs *flag.FlagSet, stderr io.Writer) error {
 	var bad *flag.Flag
 	fs.Visit(func(f *flag.Flag) {
 		if g, ok := f.Value.(flag.Getter); ok && bad == nil {
@@ -144,7 +267,7 @@ func checkFinite(fs *flag.FlagSet) error {
 		}
 	})
 	if bad != nil {
-		return usageError(fs, fs.Output(), "-%s %s: not a finite number", bad.Name, bad.Value)
+		return usageError(fs, stderr, "%s %s: not a finite number", dashed(bad.Name), bad.Value)
 	}
 	return nil
 }
@@ -169,15 +292,55 @@ func promptText(fs *flag.FlagSet, stderr io.Writer, text, file string) (string, 
 	case file != "" && text != "":
 		return "", usageError(fs, stderr, "use -p or -f, not both")
 	case file != "":
+		// llama-cli strips one trailing newline of a prompt file (an editor's final newline).
 		b, err := readInput("-f", file, maxPromptBytes)
-		return string(b), err
+		return strings.TrimSuffix(string(b), "\n"), err
 	}
 	return text, nil
 }
 
-// usageError prints a message and the usage of fs, and returns errUsage.
+// usageError prints a one-line message naming the command, and where its options are
+// listed, and returns errUsage.
 func usageError(fs *flag.FlagSet, stderr io.Writer, format string, a ...any) error {
-	fmt.Fprintf(stderr, "gorun %s: %s\n", fs.Name(), fmt.Sprintf(format, a...))
-	fs.Usage()
+	fmt.Fprintf(stderr, "gorun %s: %s (run 'gorun help %s' for the options)\n", fs.Name(), fmt.Sprintf(format, a...), fs.Name())
 	return errUsage
+}
+
+// processEscapes replaces the escapes of a prompt as llama.cpp's string_process_escapes does:
+// \n \r \t \' \" \\ and \xNN; any other backslash is kept with what follows it.
+func processEscapes(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\\' || i+1 == len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		i++
+		switch c := s[i]; c {
+		case 'n':
+			b.WriteByte('\n')
+		case 'r':
+			b.WriteByte('\r')
+		case 't':
+			b.WriteByte('\t')
+		case '\'', '"', '\\':
+			b.WriteByte(c)
+		case 'x':
+			if i+2 < len(s) {
+				if v, err := strconv.ParseUint(s[i+1:i+3], 16, 8); err == nil {
+					b.WriteByte(byte(v))
+					i += 2
+					break
+				}
+			}
+			b.WriteString("\\x")
+		default:
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
 }
