@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -45,7 +46,9 @@ type benchResult struct {
 
 func cmdBench(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("bench", "gorun bench -m MODEL.gguf [-p 512] [-n 128] [-r 5] [-t 2,4]: measure prompt and generation speed (like llama-bench)", stderr)
-	model := fs.String("m", "", "model `FILE` (GGUF)")
+	var models modelList
+	fs.Var(&models, "m", "model `FILE` (GGUF); several as -m a -m b or -m a,b")
+	fs.Var(&models, "model", "same as -m")
 	pp := fs.String("p", "512", "prompt lengths to test, comma-separated (0: none)")
 	tg := fs.String("n", "128", "generation lengths to test, comma-separated (0: none)")
 	reps := fs.Int("r", 5, "repetitions of each test")
@@ -53,8 +56,22 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	output := fs.String("o", "md", "output format: md or json")
 	ngl := fs.Int("ngl", 0, "layers to offload to the GPU (a CUDA build offloads all or none: 99 for all)")
 	fs.IntVar(ngl, "n-gpu-layers", 0, "same as -ngl")
-	if err := parseModelFlags(fs, args, model, stderr); err != nil {
+	pos, err := parseFlags(fs, args)
+	switch {
+	case err != nil:
 		return err
+	case len(pos) > 0:
+		return usageError(fs, stderr, "unexpected argument %q", pos[0])
+	case len(models) == 0:
+		return usageError(fs, stderr, "no model: use -m FILE")
+	}
+	for i := range models {
+		if err := resolveModel(&models[i], stderr); err != nil {
+			return err
+		}
+		if _, err := os.Stat(models[i]); err != nil {
+			return fmt.Errorf("-m: %w", err) // before the table's header, as llama-bench
+		}
 	}
 	switch {
 	case *reps < 1:
@@ -76,10 +93,39 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "| %-24s | %10s | %10s | %-7s | %7s | %8s | %20s |\n", "model", "size", "params", "backend", "threads", "test", "t/s")
 		fmt.Fprintf(stdout, "| %s | %s: | %s: | %s | %s: | %s: | %s: |\n", strings.Repeat("-", 24), strings.Repeat("-", 9), strings.Repeat("-", 9), strings.Repeat("-", 7), strings.Repeat("-", 6), strings.Repeat("-", 7), strings.Repeat("-", 19))
 	}
+	for i := range models {
+		if err := benchModel(models[i], ths, pps, tgs, *reps, *ngl, *output, stdout, stderr, &results); err != nil {
+			return err
+		}
+	}
+	if *output == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(results)
+	}
+	return nil
+}
+
+// modelList is bench's -m: repeatable, and each value a comma-separated list (llama-bench's).
+type modelList []string
+
+func (l *modelList) String() string { return strings.Join(*l, ",") }
+func (l *modelList) Set(s string) error {
+	for _, f := range strings.Split(s, ",") {
+		if f != "" {
+			*l = append(*l, f)
+		}
+	}
+	return nil
+}
+
+// benchModel runs every test of one model and appends the results (printing the rows of the
+// markdown table as they come).
+func benchModel(path string, ths, pps, tgs []int, reps, ngl int, output string, stdout, stderr io.Writer, results *[]benchResult) error {
 	for _, th := range ths {
 		var be graph.Backend
-		if *ngl != 0 {
-			b, dev, err := gpuBackend(*model, *ngl)
+		if ngl != 0 {
+			b, dev, err := gpuBackend(path, ngl)
 			switch {
 			case noGPUBuild(err):
 				fmt.Fprintf(stderr, "warning: %v; running on the CPU\n", err)
@@ -90,7 +136,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 				fmt.Fprintf(stderr, "gpu: %s\n", dev)
 			}
 		}
-		m, err := llm.Load(*model, llm.Options{Threads: th, Backend: be})
+		m, err := llm.Load(path, llm.Options{Threads: th, Backend: be})
 		if err != nil {
 			if be != nil {
 				be.Close()
@@ -108,18 +154,18 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			if n > m.ContextLength() {
 				return fmt.Errorf("%s needs %d tokens; the model's context holds %d", test, n, m.ContextLength())
 			}
-			r, err := benchTest(m, test, n, *reps, f)
+			r, err := benchTest(m, test, n, reps, f)
 			if err != nil {
 				return err
 			}
-			r.GPUInfo, r.GPU = gpuInfo, *ngl
+			r.GPUInfo, r.GPU = gpuInfo, ngl
 			if strings.HasPrefix(test, "pp") {
 				r.NPrompt = n
 			} else {
 				r.NGen = n
 			}
-			results = append(results, r)
-			if *output == "md" {
+			*results = append(*results, r)
+			if output == "md" {
 				fmt.Fprintf(stdout, "| %-24s | %6.2f MiB | %8.2f M | %-7s | %7d | %8s | %12.2f ± %5.2f |\n", r.Model, float64(r.Size)/(1<<20), float64(r.Params)/1e6, r.Backend, r.Threads, r.Test, r.Mean, r.Stddev)
 			}
 			return nil
@@ -137,11 +183,6 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 		closeModel(m, be)
-	}
-	if *output == "json" {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(results)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
 
 	"github.com/gorun-dev/gorun/internal/testmodel"
 	"github.com/gorun-dev/gorun/quant"
@@ -14,6 +15,8 @@ func cmdRandomModel(args []string, stdout, stderr io.Writer) error {
 	out := fs.String("o", "", "output `FILE`")
 	typ := fs.String("type", "f16", "matrix type: f32, f16 or bf16")
 	seed := fs.Int64("seed", 1, "random seed")
+	force := fs.Bool("f", false, "overwrite the output file if it exists")
+	fs.BoolVar(force, "force", false, "same as -f")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -32,6 +35,9 @@ func cmdRandomModel(args []string, stdout, stderr io.Writer) error {
 		return usageError(fs, stderr, "-type must be f32, f16 or bf16")
 	}
 	c.Seed = *seed
+	if _, err := os.Lstat(*out); err == nil && !*force {
+		return fmt.Errorf("-o %s: the file exists; refusing to overwrite it without -f/--force", *out)
+	}
 	if err := testmodel.Write(*out, c); err != nil {
 		return err
 	}

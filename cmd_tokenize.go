@@ -20,6 +20,9 @@ func cmdTokenize(args []string, stdout, stderr io.Writer) error {
 	if err := parseModelFlags(fs, args, model, stderr); err != nil {
 		return err
 	}
+	if *text == "" && *file == "" {
+		return usageError(fs, stderr, "no text: use -p TEXT or -f FILE")
+	}
 	input, err := promptText(fs, stderr, *text, *file)
 	if err != nil {
 		return err
