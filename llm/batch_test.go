@@ -236,8 +236,9 @@ func TestConcurrentSessionsWithoutRowsOps(t *testing.T) {
 		want[i], _ = genText(t, s, p, opts)
 	}
 	got := make([]string, len(prompts))
-	var wg, ready sync.WaitGroup
+	var wg, ready, first sync.WaitGroup
 	ready.Add(len(prompts))
+	first.Add(len(prompts))
 	for i, p := range prompts {
 		wg.Add(1)
 		go func() {
@@ -247,11 +248,26 @@ func TestConcurrentSessionsWithoutRowsOps(t *testing.T) {
 			ready.Done()
 			if err != nil {
 				t.Error(err)
+				first.Done()
 				return
 			}
 			ready.Wait() // generate together
 			var sb strings.Builder
-			if _, err := s.Generate(context.Background(), "", opts, func(x string) error { sb.WriteString(x); return nil }); err != nil {
+			seen := false
+			piece := func(x string) error {
+				sb.WriteString(x)
+				if !seen { // every session is mid-generation before any goes on: steps overlap
+					seen = true
+					first.Done()
+					first.Wait()
+				}
+				return nil
+			}
+			_, err = s.Generate(context.Background(), "", opts, piece)
+			if !seen {
+				first.Done() // never produced a piece: do not hold the others
+			}
+			if err != nil {
 				t.Error(err)
 			}
 			got[i] = sb.String()
