@@ -181,6 +181,11 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 			return usageError(fs, stderr, "%s %s", c.name, c.want)
 		}
 	}
+	for _, r := range stops {
+		if r == "" {
+			return usageError(fs, stderr, "-r/--reverse-prompt must not be empty")
+		}
+	}
 	s := uint64(*seed)
 	if *seed < 0 {
 		s = rand.Uint64() >> 1
@@ -326,6 +331,10 @@ func generatePenalized(ctx context.Context, m *llm.Model, sess *llm.Session, pro
 		return emit(held)
 	}
 	for {
+		if err := ctx.Err(); err != nil {
+			st.Stop, st.GenTime = llm.StopCancelled, time.Since(start)
+			return st, err
+		}
 		if opts.MaxTokens > 0 && st.Tokens >= opts.MaxTokens {
 			return st, finish(llm.StopLength)
 		}

@@ -199,6 +199,7 @@ func TestCLIOneLineErrors(t *testing.T) {
 		{[]string{"-m", tiny, "-p", "hi", "--repeat-penalty", "0"}, "--repeat-penalty must be > 0"},
 		{[]string{"-m", tiny, "-p", "hi", "--frequency-penalty", "3"}, "--frequency-penalty must be in [-2, 2]"},
 		{[]string{"-m", tiny, "-p", "hi", "-n", "x"}, `invalid value "x" for flag -n`},
+		{[]string{"-m", tiny, "-p", "hi", "-r", ""}, "-r/--reverse-prompt must not be empty"},
 		{[]string{"tokenize", "-m", tiny, "--idz"}, "did you mean --ids?"},
 	} {
 		code, out, errs := gorun(c.args...)
