@@ -3,9 +3,12 @@
 package cuda
 
 import (
+	"bytes"
+	"compress/gzip"
 	_ "embed"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"sync"
@@ -17,8 +20,24 @@ import (
 
 //go:generate sh gen.sh
 
-//go:embed kernels.ptx
-var kernelsPTX []byte
+// The PTX is embedded gzip-compressed (4.9 MB of text, 0.96 MB compressed) and inflated once
+// per backend.
+//
+//go:embed kernels.ptx.gz
+var kernelsPTXgz []byte
+
+// embeddedPTX inflates the embedded kernels.
+func embeddedPTX() ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(kernelsPTXgz))
+	if err != nil {
+		return nil, fmt.Errorf("cuda: embedded kernels: %w", err)
+	}
+	ptx, err := io.ReadAll(zr)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: embedded kernels: %w", err)
+	}
+	return ptx, nil
+}
 
 var errClosed = errors.New("cuda: the backend is closed")
 
@@ -133,12 +152,15 @@ func New(ordinal int) (*Backend, error) {
 		profile: os.Getenv("GORUN_CUDA_PROFILE") == "1", prof: map[string]*profEntry{},
 		stats: os.Getenv("GORUN_CUDA_STATS") == "1", tc: os.Getenv("GORUN_CUDA_TC") == "1",
 		simt: os.Getenv("GORUN_CUDA_SIMT") == "1"}
-	ptx := kernelsPTX
+	var ptx []byte
 	if f := os.Getenv("GORUN_CUDA_PTX"); f != "" { // kernel development: PTX from nvcc, no rebuild
-		if ptx, err = os.ReadFile(f); err != nil {
-			ctx.Close()
-			return nil, err
-		}
+		ptx, err = os.ReadFile(f)
+	} else {
+		ptx, err = embeddedPTX()
+	}
+	if err != nil {
+		ctx.Close()
+		return nil, err
 	}
 	err = ctx.Do(func() error {
 		if b.mod, err = ctx.LoadModule(ptx); err != nil {

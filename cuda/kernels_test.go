@@ -3,6 +3,7 @@
 package cuda
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -511,4 +512,15 @@ func itoa(n int) string {
 		s = string(rune('0'+n%10)) + s
 	}
 	return s
+}
+
+// The embedded, compressed PTX inflates to nvcc's module text (no GPU needed).
+func TestEmbeddedPTX(t *testing.T) {
+	ptx, err := embeddedPTX()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(ptx[:min(len(ptx), 4096)], []byte(".version")) || !bytes.Contains(ptx, []byte(".entry")) {
+		t.Fatalf("embedded kernels are not PTX (%d bytes)", len(ptx))
+	}
 }
