@@ -1,8 +1,7 @@
 //go:build !purego
 
 #include "textflag.h"
-
-#define BCAST(bits, Z) MOVL $bits, AX; VPBROADCASTD AX, Z
+#include "macros_amd64.h"
 
 // func geluAVX512(dst, x *float32, n uintptr) // n multiple of 16
 // gelu(x) = 0.5x(1+tanh(u)), u = sqrt(2/pi)(x+0.044715x^3), computed as x/(1+exp(-2u)) with
@@ -66,16 +65,6 @@ geludone:
 	VZEROUPPER
 	RET
 
-#define HSUM16(Z, Y, X, TY, TX) \
-	VEXTRACTF32X8 $1, Z, TY ; \
-	VADDPS        TY, Y, Y ; \
-	VEXTRACTF32X4 $1, Y, TX ; \
-	VADDPS        TX, X, X ; \
-	VMOVHLPS      X, X, TX ; \
-	VADDPS        TX, X, X ; \
-	VMOVSHDUP     X, TX ; \
-	VADDSS        TX, X, X
-
 // func layerNormAVX512(dst, x, w, b *float32, n uintptr, eps float32) // n multiple of 16, > 0
 // Two passes for the mean and the variance (float32, 16 lanes), then
 // dst = (x-mean)*rstd*w + b.
@@ -95,7 +84,7 @@ lnsum:
 	ADDQ   $64, AX
 	DECQ   DX
 	JNZ    lnsum
-	HSUM16(Z0, Y0, X0, Y1, X1)
+	REDUCE16(Z0, Y0, X0, Y1, X1)
 	MOVQ      n+32(FP), AX
 	VCVTSI2SSQ AX, X2, X2        // n as float32
 	VDIVSS    X2, X0, X0          // mean
@@ -111,7 +100,7 @@ lnvar:
 	ADDQ        $64, AX
 	DECQ        DX
 	JNZ         lnvar
-	HSUM16(Z0, Y0, X0, Y1, X1)
+	REDUCE16(Z0, Y0, X0, Y1, X1)
 	VDIVSS      X2, X0, X0        // variance
 	VADDSS      eps+40(FP), X0, X0
 	VSQRTSS     X0, X0, X0

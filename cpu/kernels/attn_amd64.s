@@ -1,18 +1,7 @@
 //go:build !purego
 
 #include "textflag.h"
-
-#define REDUCE16(Z, Y, X, TY, TX) \
-	VEXTRACTF32X8 $1, Z, TY ; \
-	VADDPS        TY, Y, Y ; \
-	VEXTRACTF32X4 $1, Y, TX ; \
-	VADDPS        TX, X, X ; \
-	VMOVHLPS      X, X, TX ; \
-	VADDPS        TX, X, X ; \
-	VMOVSHDUP     X, TX ; \
-	VADDSS        TX, X, X
-
-#define BCAST(bits, Z) MOVL $bits, AX; VPBROADCASTD AX, Z
+#include "macros_amd64.h"
 
 // func scoresAVX512(out, q, k *float32, ks, n, d uintptr)
 // out[j] = dot(q, k[j*ks bytes ...]) over d (a multiple of 16) elements, in Dot's order.

@@ -1,6 +1,7 @@
 //go:build !purego
 
 #include "textflag.h"
+#include "macros_amd64.h"
 
 // The AVX2 tier's 2x4 dot tile, GELU and attention kernels (256-bit registers). Dot products
 // keep the package's 16 lanes in two halves (lanes 0-7, 8-15); GELU and exp follow the AVX-512
@@ -44,25 +45,6 @@ VEC8(a2bias, 0x0000007f) // 127, the float32 exponent bias
 	VADDPS       TX, XH, XH ; \
 	VMOVSHDUP    XH, TX ; \
 	VADDSS       TX, XH, XH
-
-#define REDUCE8x2(YL, XL, YH, TX) \
-	VADDPS       YH, YL, YL ; \
-	VEXTRACTF128 $1, YL, TX ; \
-	VADDPS       TX, XL, XL ; \
-	VMOVHLPS     XL, XL, TX ; \
-	VADDPS       TX, XL, XL ; \
-	VMOVSHDUP    XL, TX ; \
-	VADDSS       TX, XL, XL
-
-#define ZERO8 \
-	VXORPS Y0, Y0, Y0 ; \
-	VXORPS Y1, Y1, Y1 ; \
-	VXORPS Y2, Y2, Y2 ; \
-	VXORPS Y3, Y3, Y3 ; \
-	VXORPS Y4, Y4, Y4 ; \
-	VXORPS Y5, Y5, Y5 ; \
-	VXORPS Y6, Y6, Y6 ; \
-	VXORPS Y7, Y7, Y7
 
 // D24STEP(H): 8 elements (half H of a group of 16) of x rows SI, R8 times w rows DI, R11-R13;
 // Y(4i+j) accumulates x row i times w row j.

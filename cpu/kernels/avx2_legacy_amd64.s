@@ -1,6 +1,7 @@
 //go:build !purego
 
 #include "textflag.h"
+#include "macros_amd64.h"
 
 // The AVX2 tier's kernels for BF16, Q4_1, Q5_0 and Q5_1: dequantizers (bit-exact with package
 // quant) and fused dequantize-and-dot 1x4 kernels (bit-identical to the tile path), as in
@@ -23,46 +24,6 @@ DATA a2bits<>+8(SB)/8, $0x8040201008040201
 DATA a2bits<>+16(SB)/8, $0x8040201008040201
 DATA a2bits<>+24(SB)/8, $0x8040201008040201
 GLOBL a2bits<>(SB), RODATA|NOPTR, $32
-
-#define BCASTB(v, X, Y) \
-	MOVL         $v, AX ; \
-	VMOVD        AX, X ; \
-	VPBROADCASTB X, Y
-
-#define REDUCE8x2(YL, XL, YH, TX) \
-	VADDPS       YH, YL, YL ; \
-	VEXTRACTF128 $1, YL, TX ; \
-	VADDPS       TX, XL, XL ; \
-	VMOVHLPS     XL, XL, TX ; \
-	VADDPS       TX, XL, XL ; \
-	VMOVSHDUP    XL, TX ; \
-	VADDSS       TX, XL, XL
-
-#define ZERO8 \
-	VXORPS Y0, Y0, Y0 ; \
-	VXORPS Y1, Y1, Y1 ; \
-	VXORPS Y2, Y2, Y2 ; \
-	VXORPS Y3, Y3, Y3 ; \
-	VXORPS Y4, Y4, Y4 ; \
-	VXORPS Y5, Y5, Y5 ; \
-	VXORPS Y6, Y6, Y6 ; \
-	VXORPS Y7, Y7, Y7
-
-#define STORE4x2(out) \
-	MOVQ out, DI ; \
-	REDUCE8x2(Y0, X0, Y1, X8) ; \
-	REDUCE8x2(Y2, X2, Y3, X8) ; \
-	REDUCE8x2(Y4, X4, Y5, X8) ; \
-	REDUCE8x2(Y6, X6, Y7, X8) ; \
-	MOVSS X0, (DI) ; \
-	MOVSS X2, 4(DI) ; \
-	MOVSS X4, 8(DI) ; \
-	MOVSS X6, 12(DI)
-
-#define ROWS4(ws) \
-	LEAQ (DI)(ws*1), R8 ; \
-	LEAQ (R8)(ws*1), R9 ; \
-	LEAQ (R9)(ws*1), R10
 
 // ---------------------------------------------------------------------------------------
 // BF16: a value is its 16 bits shifted to the top of a float32.

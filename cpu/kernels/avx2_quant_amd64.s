@@ -1,6 +1,7 @@
 //go:build !purego
 
 #include "textflag.h"
+#include "macros_amd64.h"
 
 // The AVX2 tier's dequantizers and fused dequantize-and-dot 1x4 kernels (256-bit registers,
 // no AVX-512). Values are formed exactly as package quant's generic code forms them: an
@@ -20,50 +21,6 @@
 	MOVL         $v, AX ; \
 	VMOVD        AX, X ; \
 	VPBROADCASTD X, Y
-
-// BCASTB(v, X, Y): the byte v in every byte of Y (uses AX).
-#define BCASTB(v, X, Y) \
-	MOVL         $v, AX ; \
-	VMOVD        AX, X ; \
-	VPBROADCASTB X, Y
-
-// REDUCE8x2 sums 16 lanes held in two registers (lanes 0-7 in YL, 8-15 in YH) into the low
-// lane of XL with the package's tree (as in dot_amd64.s).
-#define REDUCE8x2(YL, XL, YH, TX) \
-	VADDPS       YH, YL, YL ; \
-	VEXTRACTF128 $1, YL, TX ; \
-	VADDPS       TX, XL, XL ; \
-	VMOVHLPS     XL, XL, TX ; \
-	VADDPS       TX, XL, XL ; \
-	VMOVSHDUP    XL, TX ; \
-	VADDSS       TX, XL, XL
-
-#define ZERO8 \
-	VXORPS Y0, Y0, Y0 ; \
-	VXORPS Y1, Y1, Y1 ; \
-	VXORPS Y2, Y2, Y2 ; \
-	VXORPS Y3, Y3, Y3 ; \
-	VXORPS Y4, Y4, Y4 ; \
-	VXORPS Y5, Y5, Y5 ; \
-	VXORPS Y6, Y6, Y6 ; \
-	VXORPS Y7, Y7, Y7
-
-#define STORE4x2(out) \
-	MOVQ out, DI ; \
-	REDUCE8x2(Y0, X0, Y1, X8) ; \
-	REDUCE8x2(Y2, X2, Y3, X8) ; \
-	REDUCE8x2(Y4, X4, Y5, X8) ; \
-	REDUCE8x2(Y6, X6, Y7, X8) ; \
-	MOVSS X0, (DI) ; \
-	MOVSS X2, 4(DI) ; \
-	MOVSS X4, 8(DI) ; \
-	MOVSS X6, 12(DI)
-
-// ROWS4(ws): DI = w, R8, R9, R10 the next three rows ws bytes apart.
-#define ROWS4(ws) \
-	LEAQ (DI)(ws*1), R8 ; \
-	LEAQ (R8)(ws*1), R9 ; \
-	LEAQ (R9)(ws*1), R10
 
 // KSCALES(p, SC, XA, YA, XB, YB, YC): the Q4_K/Q5_K super-block at p's eight sub-block scales
 // d*sc[s] (float32) at SC(SP) and offsets dmin*m[s] at SC+32(SP), the 6-bit fields unpacked

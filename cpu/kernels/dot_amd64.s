@@ -1,33 +1,11 @@
 //go:build !purego
 
 #include "textflag.h"
+#include "macros_amd64.h"
 
 // Float32 dot products in the package's summation order: 16 lanes accumulated with fused
 // multiply-adds, then reduced by REDUCE16. Lengths are multiples of 16 (the Go wrappers add
 // the tail); strides are in bytes.
-
-// REDUCE16 sums the 16 lanes of Z (whose lower halves are Y and X) into the low lane of X with
-// the fixed tree: s8 = lanes[0:8]+lanes[8:16], s4 = s8[0:4]+s8[4:8], then (s4[0]+s4[2]) +
-// (s4[1]+s4[3]). TY/TX are a scratch register's halves.
-#define REDUCE16(Z, Y, X, TY, TX) \
-	VEXTRACTF32X8 $1, Z, TY ; \
-	VADDPS        TY, Y, Y ; \
-	VEXTRACTF32X4 $1, Y, TX ; \
-	VADDPS        TX, X, X ; \
-	VMOVHLPS      X, X, TX ; \
-	VADDPS        TX, X, X ; \
-	VMOVSHDUP     X, TX ; \
-	VADDSS        TX, X, X
-
-// REDUCE8x2 is REDUCE16 for 16 lanes held in two registers (lanes 0-7 in YL, 8-15 in YH).
-#define REDUCE8x2(YL, XL, YH, TX) \
-	VADDPS       YH, YL, YL ; \
-	VEXTRACTF128 $1, YL, TX ; \
-	VADDPS       TX, XL, XL ; \
-	VMOVHLPS     XL, XL, TX ; \
-	VADDPS       TX, XL, XL ; \
-	VMOVSHDUP    XL, TX ; \
-	VADDSS       TX, XL, XL
 
 // func dotAVX512(a, b *float32, n uintptr) float32
 TEXT ·dotAVX512(SB), NOSPLIT, $0-28

@@ -1,39 +1,13 @@
 //go:build !purego
 
 #include "textflag.h"
+#include "macros_amd64.h"
 
 // Fused dequantize-and-dot of one activation row x with four weight rows (stride ws bytes),
 // for generation. Each weight value is formed exactly as the dequantizers form it and enters
 // the 16-lane accumulator of its row with one fused multiply-add in element order, so the
 // results are bit-identical to dequantizing into a tile and running Dot1x4. Block scales are
 // read through quant's half-to-float table (tab) with one broadcast load.
-
-#define REDUCE16(Z, Y, X, TY, TX) \
-	VEXTRACTF32X8 $1, Z, TY ; \
-	VADDPS        TY, Y, Y ; \
-	VEXTRACTF32X4 $1, Y, TX ; \
-	VADDPS        TX, X, X ; \
-	VMOVHLPS      X, X, TX ; \
-	VADDPS        TX, X, X ; \
-	VMOVSHDUP     X, TX ; \
-	VADDSS        TX, X, X
-
-#define STORE4(out) \
-	MOVQ out, DI ; \
-	REDUCE16(Z0, Y0, X0, Y16, X16) ; \
-	REDUCE16(Z1, Y1, X1, Y16, X16) ; \
-	REDUCE16(Z2, Y2, X2, Y16, X16) ; \
-	REDUCE16(Z3, Y3, X3, Y16, X16) ; \
-	MOVSS X0, (DI) ; \
-	MOVSS X1, 4(DI) ; \
-	MOVSS X2, 8(DI) ; \
-	MOVSS X3, 12(DI)
-
-#define ZERO4 \
-	VXORPS Z0, Z0, Z0 ; \
-	VXORPS Z1, Z1, Z1 ; \
-	VXORPS Z2, Z2, Z2 ; \
-	VXORPS Z3, Z3, Z3
 
 // func matvecF16x4AVX512(x *float32, w *byte, ws, n uintptr, out *[4]float32) // n multiple of 16
 TEXT ·matvecF16x4AVX512(SB), NOSPLIT, $0-40
