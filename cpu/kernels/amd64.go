@@ -4,7 +4,6 @@ package kernels
 
 import (
 	"math"
-	"unsafe"
 
 	"github.com/gorun-dev/gorun/quant"
 	"github.com/klauspost/cpuid/v2"
@@ -136,7 +135,7 @@ func useSIMD(t Tier) {
 			checkRows(w, ws, 2*len(x))
 			matvecF16x4AVX512(&x[0], &w[0], uintptr(ws), uintptr(n), out)
 			if n < len(x) {
-				tailRows(out, x, w, ws, n, quant.F16)
+				tailRows(out, x, w, ws, n, quant.F16ToF32)
 			}
 		}
 		matVec4[quant.Q8_0] = func(x []float32, w []byte, ws int, out *[4]float32) {
@@ -320,12 +319,13 @@ func checkRows(w []byte, ws, rowBytes int) {
 	}
 }
 
-// tailRows adds the products of elements n.. of the four F16 rows (plain-typed rows only).
-func tailRows(out *[4]float32, x []float32, w []byte, ws, n int, t quant.Type) {
+// tailRows adds the products of elements n.. of four 16-bit float rows (F16 or BF16, as
+// conv converts them), one by one as Dot's tail does.
+func tailRows(out *[4]float32, x []float32, w []byte, ws, n int, conv func(uint16) float32) {
 	for j := range out {
 		row := quant.AsU16(w[j*ws : j*ws+2*len(x)])
 		for i := n; i < len(x); i++ {
-			out[j] += float32(quant.F16ToF32(row[i]) * x[i])
+			out[j] += float32(conv(row[i]) * x[i])
 		}
 	}
 }
@@ -362,8 +362,6 @@ func weightedSumAVX512Go(out, p, v []float32, vs int) {
 	_ = v[(len(p)-1)*vs+63]
 	weightedSum64AVX512(&out[0], &p[0], &v[0], uintptr(4*vs), uintptr(len(p)))
 }
-
-func unsafePointer(p *[96]float32) unsafe.Pointer { return unsafe.Pointer(p) }
 
 func maxAVX512Go(s []float32) float32 {
 	n := len(s) &^ 15

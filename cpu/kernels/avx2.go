@@ -30,7 +30,7 @@ func useAVX2() {
 		checkRows(w, ws, 2*len(x))
 		matvecF16x4AVX2(&x[0], &w[0], uintptr(ws), uintptr(n), out)
 		if n < len(x) {
-			tailRows(out, x, w, ws, n, quant.F16)
+			tailRows(out, x, w, ws, n, quant.F16ToF32)
 		}
 	}
 	matVec4[quant.Q8_0] = matVecBlocksAVX2(matvecQ8_0x4AVX2, 32, quant.SizeQ8_0)

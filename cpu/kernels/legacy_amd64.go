@@ -2,27 +2,31 @@
 
 package kernels
 
-import "github.com/gorun-dev/gorun/quant"
+import (
+	"math"
+
+	"github.com/gorun-dev/gorun/quant"
+)
 
 // The AVX-512 kernels of legacy_amd64.s: Q4_1, Q5_0, Q5_1 and BF16.
 
 //go:noescape
-func matvecQ4_1x4AVX512(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32, consts *[96]float32)
+func matvecQ4_1x4AVX512(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32, consts *[96]uint32)
 
 //go:noescape
-func dequantQ4_1AVX512(dst *float32, src *byte, nb uintptr, tab *float32, consts *[96]float32)
+func dequantQ4_1AVX512(dst *float32, src *byte, nb uintptr, tab *float32, consts *[96]uint32)
 
 //go:noescape
-func matvecQ5_0x4AVX512(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32, consts *[96]float32)
+func matvecQ5_0x4AVX512(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32, consts *[96]uint32)
 
 //go:noescape
-func dequantQ5_0AVX512(dst *float32, src *byte, nb uintptr, tab *float32, consts *[96]float32)
+func dequantQ5_0AVX512(dst *float32, src *byte, nb uintptr, tab *float32, consts *[96]uint32)
 
 //go:noescape
-func matvecQ5_1x4AVX512(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32, consts *[96]float32)
+func matvecQ5_1x4AVX512(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32, consts *[96]uint32)
 
 //go:noescape
-func dequantQ5_1AVX512(dst *float32, src *byte, nb uintptr, tab *float32, consts *[96]float32)
+func dequantQ5_1AVX512(dst *float32, src *byte, nb uintptr, tab *float32, consts *[96]uint32)
 
 //go:noescape
 func matvecBF16x4AVX512(x *float32, w *byte, ws, n uintptr, out *[4]float32)
@@ -32,18 +36,18 @@ func bf16ToF32AVX512(dst *float32, src *uint16, n uintptr)
 
 // legacyConsts: lane shifts 0..15 and 16..31 (int32), then float32 tables 0..15, 16..31,
 // -16..-1, 0..15 (the layout legacy_amd64.s's SETUP reads).
-var legacyConsts = func() (c [96]float32) {
-	u := (*[96]uint32)(unsafePointer(&c))
+var legacyConsts = func() (c [96]uint32) {
+	f := math.Float32bits
 	for i := 0; i < 16; i++ {
-		u[i], u[16+i] = uint32(i), uint32(16+i)
-		c[32+i], c[48+i], c[64+i], c[80+i] = float32(i), float32(16+i), float32(i-16), float32(i)
+		c[i], c[16+i] = uint32(i), uint32(16+i)
+		c[32+i], c[48+i], c[64+i], c[80+i] = f(float32(i)), f(float32(16+i)), f(float32(i-16)), f(float32(i))
 	}
 	return
 }()
 
 func useLegacyAVX512() {
-	type kern = func(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32, consts *[96]float32)
-	type deq = func(dst *float32, src *byte, nb uintptr, tab *float32, consts *[96]float32)
+	type kern = func(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32, consts *[96]uint32)
+	type deq = func(dst *float32, src *byte, nb uintptr, tab *float32, consts *[96]uint32)
 	for _, k := range []struct {
 		t    quant.Type
 		size int
@@ -72,12 +76,7 @@ func useLegacyAVX512() {
 		n := len(x) &^ 15
 		checkRows(w, ws, 2*len(x))
 		matvecBF16x4AVX512(&x[0], &w[0], uintptr(ws), uintptr(n), out)
-		for j := range out {
-			row := quant.AsU16(w[j*ws : j*ws+2*len(x)])
-			for i := n; i < len(x); i++ {
-				out[j] += float32(quant.BF16ToF32(row[i]) * x[i])
-			}
-		}
+		tailRows(out, x, w, ws, n, quant.BF16ToF32)
 	}
 }
 

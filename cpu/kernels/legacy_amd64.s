@@ -82,7 +82,7 @@
 	VMOVUPS      c1(AX), Z13 ; \
 	VMOVUPS      c1+64(AX), Z12
 
-// func matvecQ4_1x4AVX512(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32, consts *[96]float32)
+// func matvecQ4_1x4AVX512(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32, consts *[96]uint32)
 TEXT ·matvecQ4_1x4AVX512(SB), NOSPLIT, $0-56
 	SETUP(48, 128)
 	MOVQ  x+0(FP), SI
@@ -133,7 +133,7 @@ mvQ4_1done:
 	VZEROUPPER
 	RET
 
-// func dequantQ4_1AVX512(dst *float32, src *byte, nb uintptr, tab *float32, consts *[96]float32)
+// func dequantQ4_1AVX512(dst *float32, src *byte, nb uintptr, tab *float32, consts *[96]uint32)
 TEXT ·dequantQ4_1AVX512(SB), NOSPLIT, $0-40
 	SETUP(32, 128)
 	MOVQ  dst+0(FP), DI
@@ -156,7 +156,7 @@ dqQ4_1done:
 	VZEROUPPER
 	RET
 
-// func matvecQ5_0x4AVX512(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32, consts *[96]float32)
+// func matvecQ5_0x4AVX512(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32, consts *[96]uint32)
 TEXT ·matvecQ5_0x4AVX512(SB), NOSPLIT, $0-56
 	SETUP(48, 256)
 	MOVQ  x+0(FP), SI
@@ -207,7 +207,7 @@ mvQ5_0done:
 	VZEROUPPER
 	RET
 
-// func dequantQ5_0AVX512(dst *float32, src *byte, nb uintptr, tab *float32, consts *[96]float32)
+// func dequantQ5_0AVX512(dst *float32, src *byte, nb uintptr, tab *float32, consts *[96]uint32)
 TEXT ·dequantQ5_0AVX512(SB), NOSPLIT, $0-40
 	SETUP(32, 256)
 	MOVQ  dst+0(FP), DI
@@ -230,7 +230,7 @@ dqQ5_0done:
 	VZEROUPPER
 	RET
 
-// func matvecQ5_1x4AVX512(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32, consts *[96]float32)
+// func matvecQ5_1x4AVX512(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32, consts *[96]uint32)
 TEXT ·matvecQ5_1x4AVX512(SB), NOSPLIT, $0-56
 	SETUP(48, 128)
 	MOVQ  x+0(FP), SI
@@ -281,7 +281,7 @@ mvQ5_1done:
 	VZEROUPPER
 	RET
 
-// func dequantQ5_1AVX512(dst *float32, src *byte, nb uintptr, tab *float32, consts *[96]float32)
+// func dequantQ5_1AVX512(dst *float32, src *byte, nb uintptr, tab *float32, consts *[96]uint32)
 TEXT ·dequantQ5_1AVX512(SB), NOSPLIT, $0-40
 	SETUP(32, 128)
 	MOVQ  dst+0(FP), DI
