@@ -174,7 +174,7 @@ func TestConcurrentSessions(t *testing.T) {
 				return nil
 			})
 			if i%3 == 0 {
-				if !errors.Is(err, ErrCancelled) || st.Stop != StopCancelled || st.Tokens >= n {
+				if !errors.Is(err, ErrCancelled) || st.Stop != StopCancelled || st.Tokens >= n || st.GenTime <= 0 || st.PromptTime <= 0 {
 					errs[i] = fmt.Errorf("cancelled session: %+v, %v", st, err)
 					return
 				}

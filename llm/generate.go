@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"strings"
 	"time"
+
+	"github.com/gorun-dev/gorun/internal/stopstr"
 )
 
 // GenerateOptions control Generate and Stream. The zero value generates DefaultMaxTokens
@@ -160,13 +161,20 @@ func (s *Session) generate(ctx context.Context, prompt string, opts GenerateOpti
 	s.tokens = append(s.tokens, ids...)
 	sampler := NewSampler(opts.Sample, s.m.arch.Hparams().NVocab)
 	st.Seed = sampler.Seed()
-	stops := stopper{stops: opts.Stop}
+	stops := stopstr.Matcher{Stops: opts.Stop}
 	start := time.Now()
 	first := true
 	joined := false
 	defer func() {
 		if joined {
 			s.m.batch.leave()
+		}
+		// Every way out (cancellation and errors included) reports the time spent so far:
+		// the prompt's until the first token is sampled, then the generation's.
+		if first {
+			st.PromptTime = time.Since(start)
+		} else {
+			st.GenTime = time.Since(start)
 		}
 	}()
 	// finish ends generation for a reason other than a stop string and releases the text held
@@ -178,12 +186,11 @@ func (s *Session) generate(ctx context.Context, prompt string, opts GenerateOpti
 		if reason == StopCaller {
 			return nil
 		}
-		rest := stops.held
-		stops.held = ""
+		rest := stops.TakeHeld()
 		if reason != StopLength && reason != StopCancelled {
 			rest += s.dec.Flush()
 		}
-		if i, which := stops.find(rest); i >= 0 {
+		if i, which := stops.Find(rest); i >= 0 {
 			rest, st.Stop, st.StopString = rest[:i], StopString, which
 		}
 		if rest == "" {
@@ -241,10 +248,9 @@ func (s *Session) generate(ctx context.Context, prompt string, opts GenerateOpti
 		s.logitsOK = false
 		st.Tokens++
 		var hit bool
-		p.Text, hit, st.StopString = stops.add(s.dec.Next(next))
+		p.Text, hit, st.StopString = stops.Add(s.dec.Next(next))
 		if hit || p.Text != "" || logProbs {
 			if err := emit(p); err != nil {
-				st.GenTime = time.Since(start)
 				finish(StopCaller)
 				return st, err
 			}
@@ -252,60 +258,11 @@ func (s *Session) generate(ctx context.Context, prompt string, opts GenerateOpti
 		if hit {
 			st.Stop = StopString
 			s.dec = tok.NewDecoder()
-			st.GenTime = time.Since(start)
 			return st, nil
 		}
 	}
 	if st.Stop == "" {
 		st.Stop = StopLength
 	}
-	err = finish(st.Stop)
-	if first {
-		st.PromptTime = time.Since(start)
-	} else {
-		st.GenTime = time.Since(start)
-	}
-	return st, err
-}
-
-// stopper finds stop strings in generated text, holding back text that may begin one.
-type stopper struct {
-	stops []string
-	held  string
-}
-
-// add appends text and returns what can be released; hit reports a stop string (the text
-// released is then what comes before it).
-func (s *stopper) add(text string) (out string, hit bool, which string) {
-	if len(s.stops) == 0 {
-		return text, false, ""
-	}
-	t := s.held + text
-	if i, w := s.find(t); i >= 0 {
-		s.held = ""
-		return t[:i], true, w
-	}
-	// Hold back the longest end of t that begins a stop string.
-	keep := 0
-	for _, stop := range s.stops {
-		for k := min(len(stop)-1, len(t)); k > keep; k-- {
-			if strings.HasSuffix(t, stop[:k]) {
-				keep = k
-				break
-			}
-		}
-	}
-	s.held = t[len(t)-keep:]
-	return t[:len(t)-keep], false, ""
-}
-
-// find returns the index of the earliest stop string in t and which one, or -1.
-func (s *stopper) find(t string) (int, string) {
-	best, which := -1, ""
-	for _, stop := range s.stops {
-		if i := strings.Index(t, stop); i >= 0 && (best < 0 || i < best) {
-			best, which = i, stop
-		}
-	}
-	return best, which
+	return st, finish(st.Stop)
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorun-dev/gorun/internal/stopstr"
 	"github.com/gorun-dev/gorun/internal/testmodel"
 	"github.com/gorun-dev/gorun/quant"
 )
@@ -398,18 +399,18 @@ func TestStopStrings(t *testing.T) {
 		{[]string{"x", "yw"}, []string{"xyz", "y"}, "x"},
 		{[]string{"aab"}, []string{"ab"}, "a"},
 	} {
-		sp := stopper{stops: c.stops}
+		sp := stopstr.Matcher{Stops: c.stops}
 		var out string
 		hit := false
 		for _, p := range c.pieces {
-			o, h, _ := sp.add(p)
+			o, h, _ := sp.Add(p)
 			out += o
 			if hit = h; h {
 				break
 			}
 		}
 		if !hit {
-			out += sp.held
+			out += sp.TakeHeld()
 		}
 		if out != c.want {
 			t.Errorf("%q with stops %q: %q, want %q", c.pieces, c.stops, out, c.want)

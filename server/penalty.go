@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gorun-dev/gorun/internal/stopstr"
 	"github.com/gorun-dev/gorun/llm"
 )
 
@@ -92,18 +93,18 @@ func (s *Server) generateAdjusted(ctx context.Context, sess *llm.Session, prompt
 	sampler := llm.NewSampler(opts.Sample, V)
 	st.Seed = sampler.Seed()
 	dec := tok.NewDecoder()
-	stops := stopper{stops: opts.Stop}
+	stops := stopstr.Matcher{Stops: opts.Stop}
 	tokens := append(make([]int32, 0, s.model.ContextLength()), prompt...)
 	counts := map[int32]int{}
 	work := make([]float32, V)
 	finish := func(reason llm.StopReason, flush bool) error {
 		st.Stop = reason
 		st.GenTime = time.Since(start)
-		rest := stops.held
+		rest := stops.TakeHeld()
 		if flush {
 			rest += dec.Flush()
 		}
-		if i, which := stops.find(rest); i >= 0 {
+		if i, which := stops.Find(rest); i >= 0 {
 			rest, st.Stop, st.StopString = rest[:i], llm.StopString, which
 		}
 		if rest == "" {
@@ -148,7 +149,7 @@ func (s *Server) generateAdjusted(ctx context.Context, sess *llm.Session, prompt
 			alts = topAlternatives(alts[:0], logits, adj.topN)
 			adj.onTop(alts)
 		}
-		text, hit, which := stops.add(dec.Next(next))
+		text, hit, which := stops.Add(dec.Next(next))
 		if err := emit(llm.Piece{Text: text, Token: next, LogProb: logProb(logits, next)}); err != nil {
 			st.Stop = llm.StopCaller
 			return st, err
@@ -204,43 +205,4 @@ func logProb(logits []float32, id int32) float32 {
 		sum += math.Exp(float64(l) - mx)
 	}
 	return float32(float64(logits[id]) - mx - math.Log(sum))
-}
-
-// stopper finds stop strings in generated text, holding back text that may begin one (as the
-// library's Generate does).
-type stopper struct {
-	stops []string
-	held  string
-}
-
-func (s *stopper) add(text string) (out string, hit bool, which string) {
-	if len(s.stops) == 0 {
-		return text, false, ""
-	}
-	t := s.held + text
-	if i, w := s.find(t); i >= 0 {
-		s.held = ""
-		return t[:i], true, w
-	}
-	keep := 0
-	for _, stop := range s.stops {
-		for k := min(len(stop)-1, len(t)); k > keep; k-- {
-			if strings.HasSuffix(t, stop[:k]) {
-				keep = k
-				break
-			}
-		}
-	}
-	s.held = t[len(t)-keep:]
-	return t[:len(t)-keep], false, ""
-}
-
-func (s *stopper) find(t string) (int, string) {
-	best, which := -1, ""
-	for _, stop := range s.stops {
-		if i := strings.Index(t, stop); i >= 0 && (best < 0 || i < best) {
-			best, which = i, stop
-		}
-	}
-	return best, which
 }
