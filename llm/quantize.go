@@ -24,6 +24,11 @@ type QuantizeOptions struct {
 	// Reference uses the reference quantizers (llama.cpp's bytes exactly) instead of gorun's
 	// error-minimizing ones.
 	Reference bool
+	// Search is the error-minimizing quantizers' search: quant.SearchFull (the zero value:
+	// complete sweeps, gorun's default bytes) or quant.SearchFast (a grid of candidate scales:
+	// several times faster, different bytes, nearly the same quality; see quant/SPEED.md).
+	// Ignored with Reference.
+	Search quant.Search
 	// AllowRequantize lets quantized input tensors be dequantized and quantized again (which
 	// compounds the errors).
 	AllowRequantize bool
@@ -62,6 +67,9 @@ func Quantize(in, out string, opts QuantizeOptions) (QuantizeReport, error) {
 	var rep QuantizeReport
 	if err := checkThreads(opts.Threads); err != nil {
 		return rep, err
+	}
+	if opts.Search != quant.SearchFull && opts.Search != quant.SearchFast {
+		return rep, fmt.Errorf("unknown quantizer search %v", opts.Search)
 	}
 	if err := refuseSameFile(in, out); err != nil {
 		return rep, err
@@ -224,7 +232,10 @@ func (q *quantizer) tensor(i int, p quant.TensorPlan) ([]byte, error) {
 	}
 	from, _ := quant.FormatOf(ti.Type)
 	to, _ := quant.FormatOf(p.Type)
-	better := to.QuantizeBetter != nil && !q.opts.Reference
+	better := to.Quantizer(q.opts.Search)
+	if q.opts.Reference {
+		better = nil
+	}
 	var wg sync.WaitGroup
 	errs := make([]error, q.threads)
 	for t := 0; t < q.threads; t++ {
@@ -236,8 +247,8 @@ func (q *quantizer) tensor(i int, p quant.TensorPlan) ([]byte, error) {
 				from.Dequantize(buf, src[r*int(rowIn):(r+1)*int(rowIn)])
 				dst := q.out[r*int(rowOut) : (r+1)*int(rowOut)]
 				var err error
-				if better {
-					err = to.QuantizeBetter(dst, buf, imp)
+				if better != nil {
+					err = better(dst, buf, imp)
 				} else {
 					err = to.Quantize(dst, buf)
 				}
@@ -275,6 +286,12 @@ func growF32(b []float32, n int) []float32 {
 // checkStored reads a quantized row back and fails if a value came out infinite: a value
 // beyond what the format's float16 scales can express.
 func checkStored(f *quant.Format, stored []byte, scratch []float32) error {
+	if finite, known := quant.ScalesFinite(f.Type, stored); known {
+		if !finite {
+			return fmt.Errorf("values too large for %v (its scales are float16)", f.Type)
+		}
+		return nil
+	}
 	f.Dequantize(scratch, stored)
 	for _, v := range scratch {
 		if math.IsInf(float64(v), 0) || math.IsNaN(float64(v)) {

@@ -431,12 +431,12 @@ func (sp *sweeper) asymFit(x, w []float32, L []uint8, nmax int32, nonPosMin bool
 		return 0, float64(lo)
 	}
 	var (
-		evs, ev   = &sp.evs, &sp.ev
-		lv, bestL [32]int32
-		wx        [32]float64 // w*x of each element
-		bestN     = 0.0       // the best error reduction is bestN/bestD
-		bestD     = 1.0
-		found     bool
+		evs, ev = &sp.evs, &sp.ev
+		bestL   [32]int32
+		wx      [32]float64 // w*x of each element
+		bestN   = 0.0       // the best error reduction is bestN/bestD
+		bestD   = 1.0
+		found   bool
 	)
 	// score returns the error reduction sxx - error of the least-squares d and m of an
 	// assignment, as a fraction num/den with den > 0; ok is false when the fit has no positive
@@ -527,6 +527,20 @@ func (sp *sweeper) asymFit(x, w []float32, L []uint8, nmax int32, nonPosMin bool
 		}
 		return 0, sx / sw
 	}
+	d, m, _ := asymRefine(x, w, &bestL, nmax, nonPosMin, sw, sx, sxx, 4)
+	for j := range L {
+		L[j] = uint8(bestL[j])
+	}
+	return d, m
+}
+
+// asymRefine fits (d, m) by least squares to the levels in bestL, then alternates rounding
+// under (d, m) and refitting for at most iters rounds while the error falls, leaving the best
+// levels in bestL. errBest is +Inf when no assignment gave a usable fit (then d = 0). sw, sx and
+// sxx are sum w, sum w*x and sum w*x^2 of the block.
+func asymRefine(x, w []float32, bestL *[32]int32, nmax int32, nonPosMin bool, sw, sx, sxx float64, iters int) (d, m, errBest float64) {
+	n := len(x)
+	var lv [32]int32
 	// fit returns the least-squares (d, m) of an assignment and its error.
 	fit := func(sl, sll, sxl float64) (d, m, e float64) {
 		D := sll*sw - sl*sl
@@ -551,8 +565,8 @@ func (sp *sweeper) asymFit(x, w []float32, L []uint8, nmax int32, nonPosMin bool
 		sll += fw * l * l
 		sxl += fw * float64(v) * l
 	}
-	d, m, errBest := fit(sl, sll, sxl)
-	for it := 0; it < 4 && d > 0; it++ {
+	d, m, errBest = fit(sl, sll, sxl)
+	for it := 0; it < iters && d > 0; it++ {
 		id := 1 / d
 		sl, sll, sxl = 0, 0, 0
 		for j, v := range x {
@@ -570,10 +584,7 @@ func (sp *sweeper) asymFit(x, w []float32, L []uint8, nmax int32, nonPosMin bool
 		d, m, errBest = d2, m2, e
 		copy(bestL[:n], lv[:n])
 	}
-	for j := range L {
-		L[j] = uint8(bestL[j])
-	}
-	return d, m
+	return d, m, errBest
 }
 
 // The offsets m0 (in steps of (max-min)/nmax below the minimum) whose roundings asymFit

@@ -38,3 +38,69 @@ func qxSums8AVX2(x *float32, n uintptr, isc *[8]float32, nmax int32, sums *[16]f
 func qxSums8(x []float32, isc *[8]float32, nmax int32, sums *[16]float32) {
 	qxSums8AVX2(&x[0], uintptr(len(x)), isc, nmax, sums)
 }
+
+//go:noescape
+func symGridAVX2(x, w *float32, n uintptr, s *float32, groups uintptr, lo, hi, sxx float32, res *gridBest)
+
+func symGridAsm(x, w *float32, n uintptr, s *float32, groups uintptr, lo, hi, sxx float32, res *gridBest) {
+	symGridAVX2(x, w, n, s, groups, lo, hi, sxx, res)
+}
+
+//go:noescape
+func blockStatsAVX2(x, w *float32, n8 uintptr, out *[3]float32)
+
+func blockStatsAsm(x, w *float32, n8 uintptr, out *[3]float32) {
+	blockStatsAVX2(x, w, n8, out)
+}
+
+//go:noescape
+func asymGrid8AVX2(x, w *float32, n uintptr, s, m0 *[8]float32, hi float32, sums *[24]float32)
+
+func asymGrid8Asm(x, w *float32, n uintptr, s, m0 *[8]float32, hi float32, sums *[24]float32) {
+	asymGrid8AVX2(x, w, n, s, m0, hi, sums)
+}
+
+//go:noescape
+func symFixed8AVX2(x, w *float32, n uintptr, ds, id *[8]float32, lo, hi float32, e *[8]float32)
+
+func symFixed8Asm(x, w *float32, n uintptr, ds, id *[8]float32, lo, hi float32, e *[8]float32) {
+	symFixed8AVX2(x, w, n, ds, id, lo, hi, e)
+}
+
+//go:noescape
+func roundAway32AVX2(x *[32]float32, id float32, q *[32]byte)
+
+func roundAway32Asm(x *[32]float32, id float32, q *[32]byte) { roundAway32AVX2(x, id, q) }
+
+//go:noescape
+func symErr2AVX2(x, w *float32, la, lb *[32]int8, da, db float32, out *[2]float64)
+
+func symErr2Asm(x, w *float32, la, lb *[32]int8, da, db float32, out *[2]float64) {
+	symErr2AVX2(x, w, la, lb, da, db, out)
+}
+
+//go:noescape
+func candT8AVX2(xT, wT *float32, n uintptr, p *candT, e *[8]float32, lt *float32)
+
+func candT8Asm(xT, wT *float32, n uintptr, p *candT, e *[8]float32, lt *float32) {
+	candT8AVX2(xT, wT, n, p, e, lt)
+}
+
+//go:noescape
+func q4RefAVX2(x *[32]float32, id float32, q *[16]byte)
+
+func q4RefAsm(x *[32]float32, id float32, q *[16]byte) { q4RefAVX2(x, id, q) }
+
+//go:noescape
+func symLevels32AVX2(x *[32]float32, id, lo, hi float32, L *[32]int8)
+
+func symLevels32Asm(x *[32]float32, id, lo, hi float32, L *[32]int8) {
+	symLevels32AVX2(x, id, lo, hi, L)
+}
+
+//go:noescape
+func absMaxFirst32AVX2(x *[32]float32) float32
+
+// absMaxFirst32Asm is the value of largest magnitude, the first of equal ones (+0 when all
+// are zero), as the reference quantizers find it.
+func absMaxFirst32Asm(x *[32]float32) float32 { return absMaxFirst32AVX2(x) }

@@ -22,14 +22,22 @@ const (
 )
 
 func betterQ4_K(dst []byte, src []float32, importance []float32) error {
-	return betterKx(Q4_K, dst, src, importance, 15, sizeQ4_K)
+	return betterKx(Q4_K, dst, src, importance, 15, sizeQ4_K, false)
 }
 
 func betterQ5_K(dst []byte, src []float32, importance []float32) error {
-	return betterKx(Q5_K, dst, src, importance, 31, sizeQ5_K)
+	return betterKx(Q5_K, dst, src, importance, 31, sizeQ5_K, false)
 }
 
-func betterKx(t Type, dst []byte, src []float32, importance []float32, nmax int32, size int) error {
+func fastQ4_K(dst []byte, src []float32, importance []float32) error {
+	return betterKx(Q4_K, dst, src, importance, 15, sizeQ4_K, true)
+}
+
+func fastQ5_K(dst []byte, src []float32, importance []float32) error {
+	return betterKx(Q5_K, dst, src, importance, 31, sizeQ5_K, true)
+}
+
+func betterKx(t Type, dst []byte, src []float32, importance []float32, nmax int32, size int, fast bool) error {
 	imp, sigma2, impMean, err := prepRow(src, importance)
 	if err != nil {
 		return err
@@ -44,7 +52,11 @@ func betterKx(t Type, dst []byte, src []float32, importance []float32, nmax int3
 		x := (*[QK_K]float32)(src[i*QK_K:])
 		blockWeights(w[:], x[:], sub(imp, i*QK_K, QK_K), sigma2, impMean)
 		b := dst[i*size : (i+1)*size]
-		betterBlockKx(&sp, b, x, &w, nmax)
+		if fast {
+			fastSearchKx(b, x, &w, nmax)
+		} else {
+			betterBlockKx(&sp, b, x, &w, nmax)
+		}
 		fastBlockKx(ref[:size], x, nmax) // quantBlockKx's bytes
 		keepBetter(t, b, ref[:size], x[:], w[:], scratch[:])
 	}
@@ -353,6 +365,14 @@ func packKx(b []byte, st *kxState, nmax int32) {
 }
 
 func betterQ6_K(dst []byte, src []float32, importance []float32) error {
+	return betterQ6Kx(dst, src, importance, false)
+}
+
+func fastQ6_K(dst []byte, src []float32, importance []float32) error {
+	return betterQ6Kx(dst, src, importance, true)
+}
+
+func betterQ6Kx(dst []byte, src []float32, importance []float32, fast bool) error {
 	imp, sigma2, impMean, err := prepRow(src, importance)
 	if err != nil {
 		return err
@@ -367,7 +387,11 @@ func betterQ6_K(dst []byte, src []float32, importance []float32) error {
 		x := (*[QK_K]float32)(src[i*QK_K:])
 		blockWeights(w[:], x[:], sub(imp, i*QK_K, QK_K), sigma2, impMean)
 		b := (*[sizeQ6_K]byte)(dst[i*sizeQ6_K:])
-		betterBlockQ6_K(&sp, b, x, &w)
+		if fast {
+			fastBlockQ6(b, x, &w)
+		} else {
+			betterBlockQ6_K(&sp, b, x, &w)
+		}
 		fastBlockQ6_K(&ref, x) // quantBlockQ6_K's bytes
 		keepBetter(Q6_K, b[:], ref[:], x[:], w[:], scratch[:])
 	}
@@ -426,6 +450,12 @@ func betterBlockQ6_K(sp *sweeper, b *[sizeQ6_K]byte, x, w *[QK_K]float32) {
 			}
 		}
 	}
+	packQ6(b, &best)
+}
+
+// packQ6 writes a chosen Q6_K super-block in ggml's layout (all zero when none was chosen:
+// err +Inf).
+func packQ6(b *[sizeQ6_K]byte, best *q6State) {
 	if math.IsInf(best.err, 1) { // all zero
 		clear(b[:])
 		return

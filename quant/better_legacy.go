@@ -38,30 +38,50 @@ func prepRow(src, imp []float32) ([]float32, float32, float32, error) {
 }
 
 func betterQ4_0(dst []byte, src, importance []float32) error {
-	return betterLegacy(Q4_0, dst, src, importance)
+	return betterLegacy(Q4_0, dst, src, importance, false)
+}
+
+func fastQ4_0(dst []byte, src, importance []float32) error {
+	return betterLegacy(Q4_0, dst, src, importance, true)
 }
 
 func betterQ5_0(dst []byte, src, importance []float32) error {
-	return betterLegacy(Q5_0, dst, src, importance)
+	return betterLegacy(Q5_0, dst, src, importance, false)
+}
+
+func fastQ5_0(dst []byte, src, importance []float32) error {
+	return betterLegacy(Q5_0, dst, src, importance, true)
 }
 
 func betterQ8_0(dst []byte, src, importance []float32) error {
-	return betterLegacy(Q8_0, dst, src, importance)
+	return betterLegacy(Q8_0, dst, src, importance, false)
+}
+
+func fastQ8_0(dst []byte, src, importance []float32) error {
+	return betterLegacy(Q8_0, dst, src, importance, true)
 }
 
 func betterQ4_1(dst []byte, src, importance []float32) error {
-	return betterLegacy(Q4_1, dst, src, importance)
+	return betterLegacy(Q4_1, dst, src, importance, false)
+}
+
+func fastQ4_1(dst []byte, src, importance []float32) error {
+	return betterLegacy(Q4_1, dst, src, importance, true)
 }
 
 func betterQ5_1(dst []byte, src, importance []float32) error {
-	return betterLegacy(Q5_1, dst, src, importance)
+	return betterLegacy(Q5_1, dst, src, importance, false)
+}
+
+func fastQ5_1(dst []byte, src, importance []float32) error {
+	return betterLegacy(Q5_1, dst, src, importance, true)
 }
 
 // betterLegacy quantizes a row of 32-value blocks of type t (Q4_0, Q5_0, Q8_0: x = d*l;
 // Q4_1, Q5_1: x = d*l + m): the search, the float16 choice, packing, and the per-block
 // fallback to the reference block. The types differ only in level ranges, search windows and
 // packing, chosen by switches (function values would make the scratch arrays escape).
-func betterLegacy(t Type, dst []byte, src, importance []float32) error {
+func betterLegacy(t Type, dst []byte, src, importance []float32, fast bool) error {
 	imp, sigma2, impMean, err := prepRow(src, importance)
 	if err != nil {
 		return err
@@ -80,7 +100,35 @@ func betterLegacy(t Type, dst []byte, src, importance []float32) error {
 		x := src[32*i : 32*i+32]
 		blockWeights(w[:], x, sub(imp, 32*i, 32), sigma2, impMean)
 		b := dst[i*size : (i+1)*size]
-		if lo, hi, wlo, whi, sym := legacyLevels(t); sym {
+		lo, hi, wlo, whi, sym := legacyLevels(t)
+		if fast && sym {
+			cfg := fastLegacy
+			if t == Q8_0 {
+				cfg = fastQ8
+			}
+			d := fastSymFit(x, w[:], lo, hi, wlo, whi, cfg.symSigns, cfg.symPerSign)
+			ds := symStoreFast(x, w[:], L[:], d, lo, hi, cfg.store)
+			putF16(b, ds)
+			bias := uint8(-lo)
+			if t == Q8_0 {
+				bias = 0
+			}
+			for j, l := range L {
+				U[j] = uint8(l) + bias
+			}
+			packLegacy(t, b, &U)
+			switch t {
+			case Q8_0:
+				refQ8_0(&ref, (*[32]float32)(x))
+			case Q4_0:
+				refQ4_0(ref[:size], x)
+			default:
+				refLegacy(t, ref[:size], x)
+			}
+			keepBetterSym(t, b, ref[:size], x, w[:], &L, ds)
+			continue
+		}
+		if sym {
 			d := sp.symFit(x, w[:], L[:], lo, hi, wlo, whi)
 			for j, v := range w {
 				w64[j] = float64(v)
@@ -94,7 +142,12 @@ func betterLegacy(t Type, dst []byte, src, importance []float32) error {
 				U[j] = uint8(l) + bias
 			}
 		} else {
-			d, m := sp.asymFit(x, w[:], U[:], hi, false, wlo, whi, offsetsLegacy)
+			var d, m float64
+			if fast {
+				d, m = fastAsymFit(x, w[:], U[:], hi, false, wlo, whi, offsetsLegacy, fastLegacy.asymPoints, fastLegacy.asymIters)
+			} else {
+				d, m = sp.asymFit(x, w[:], U[:], hi, false, wlo, whi, offsetsLegacy)
+			}
 			ds, ms := asymStore(x, w[:], U[:], d, m, hi)
 			putF16(b, ds)
 			putF16(b[2:], ms)
@@ -198,3 +251,35 @@ const (
 	asymLo4, asymHi4 = 0.7, 1.1
 	asymLo5, asymHi5 = 0.8, 1.06
 )
+
+// keepBetterSym is keepBetter for the symmetric types (Q4_0, Q5_0, Q8_0) given the levels L
+// and stored scale ds of b: both blocks' weighted errors over their dequantized values
+// (float32(l)*d, as the dequantizers compute them) in one pass (symErr2), the reference block
+// kept when its error is no larger.
+func keepBetterSym(t Type, b, ref []byte, x, w []float32, L *[32]int8, ds float32) {
+	var lr [32]int8
+	dref := getF16(ref)
+	switch t {
+	case Q8_0:
+		for j := range lr {
+			lr[j] = int8(ref[2+j])
+		}
+	case Q4_0:
+		for j := 0; j < 16; j++ {
+			q := ref[2+j]
+			lr[j], lr[j+16] = int8(q&15)-8, int8(q>>4)-8
+		}
+	default: // Q5_0
+		qh := binary.LittleEndian.Uint32(ref[2:])
+		for j := 0; j < 16; j++ {
+			q := ref[6+j]
+			h0 := uint8(qh>>j<<4) & 0x10
+			h1 := uint8(qh>>(j+12)) & 0x10
+			lr[j], lr[j+16] = int8(q&15|h0)-16, int8(q>>4|h1)-16
+		}
+	}
+	eo, er := symErr2(x, w, L, &lr, ds, dref)
+	if er <= eo {
+		copy(b, ref)
+	}
+}

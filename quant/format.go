@@ -23,6 +23,12 @@ type Format struct {
 	// quantizer; callers then use Quantize.
 	QuantizeBetter func(dst []byte, src []float32, importance []float32) error
 
+	// QuantizeFast is QuantizeBetter with a faster, less thorough search (SearchFast: a grid
+	// of candidate scales instead of complete sweeps); its bytes differ from QuantizeBetter's.
+	// Its blocks are never worse than Quantize's under the same weighted error. nil exactly
+	// when QuantizeBetter is.
+	QuantizeFast func(dst []byte, src []float32, importance []float32) error
+
 	// DotF32 returns the dot product of the row w (this type) with the float32 vector x,
 	// dequantizing on the fly: the exact path, used where float32 activations are wanted.
 	DotF32 func(w []byte, x []float32) float32

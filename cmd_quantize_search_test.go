@@ -1,0 +1,55 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// gorun quantize --search: fast writes a file of the same size with other bytes, full (the
+// default) the default bytes; bad values and --reference with fast are usage errors; -h
+// documents it.
+func TestQuantizeSearchFlag(t *testing.T) {
+	src := tinyFile(t)
+	dir := t.TempDir()
+	out := func(n string) string { return filepath.Join(dir, n) }
+	for _, c := range [][]string{
+		{"quantize", src, out("def.gguf"), "q4_0", "-t", "2"},
+		{"quantize", src, out("full.gguf"), "q4_0", "-t", "2", "--search", "full"},
+		{"quantize", src, out("fast.gguf"), "q4_0", "-t", "2", "--search=fast"},
+	} {
+		if code, _, errs := gorun(c...); code != 0 {
+			t.Fatalf("gorun %q: exit %d: %s", c, code, errs)
+		}
+	}
+	def, _ := os.ReadFile(out("def.gguf"))
+	full, _ := os.ReadFile(out("full.gguf"))
+	fast, _ := os.ReadFile(out("fast.gguf"))
+	if !bytes.Equal(def, full) {
+		t.Error("--search full differs from the default")
+	}
+	if len(fast) != len(full) || bytes.Equal(fast, full) {
+		t.Errorf("--search fast: %d bytes (full %d), identical %v", len(fast), len(full), bytes.Equal(fast, full))
+	}
+	if code, _, errs := gorun("-m", out("fast.gguf"), "-p", "hi", "-n", "3", "--seed", "1"); code != 0 {
+		t.Errorf("the fast-searched model does not run: %s", errs)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"quantize", src, out("x.gguf"), "q4_0", "--search", "quick"}, "unknown search"},
+		{[]string{"quantize", src, out("x.gguf"), "q4_0", "--search", "fast", "--reference"}, "do not mix"},
+	} {
+		code, _, errs := gorun(c.args...)
+		if code != 2 || !strings.Contains(errs, c.want) {
+			t.Errorf("gorun %q: exit %d, stderr %q; want exit 2 and %q", c.args, code, errs, c.want)
+		}
+	}
+	_, stdout, stderr := gorun("quantize", "-h")
+	if help := stdout + stderr; !strings.Contains(help, "-search") || !strings.Contains(help, "fast") {
+		t.Errorf("quantize -h does not document --search: %q", help)
+	}
+}
