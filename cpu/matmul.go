@@ -26,7 +26,7 @@ func (b *Backend) mulMat(idx int, n *graph.Tensor, ith, nth int) {
 	}
 	K, N := w.Ne[0], w.Ne[1]
 	if mv := kernels.MatVec4(w.Type); mv != nil && (x.NRows() < fusedRows || kernels.FuseAllRows()) && K > 0 {
-		b.mulMatFused(n, ctr, mv, &b.scratch[ith])
+		b.mulMatFused(n, ctr, mv, &b.scratch[ith], nth)
 		return
 	}
 	deq := kernels.Dequantizer(w.Type)
@@ -55,26 +55,31 @@ func (b *Backend) mulMat(idx int, n *graph.Tensor, ith, nth int) {
 const fusedRows = 3
 
 // mulMatFused streams the weight rows through the fused dequantize-and-dot kernel: generation's
-// path, bound by memory bandwidth. Results are bit-identical to the tile path.
-func (b *Backend) mulMatFused(n *graph.Tensor, ctr *atomic.Int64, mv func([]float32, []byte, int, *[4]float32), s *threadScratch) {
+// path, bound by memory bandwidth. Results are bit-identical to the tile path. Threads claim
+// fusedClaim(N, nth) rows at a time: a claim is an atomic add on a cache line the threads
+// share, which moves between the cores each time; one per 16 rows cost ~20% of a 124M Q4_K_M
+// token (cpu/PERF.md).
+func (b *Backend) mulMatFused(n *graph.Tensor, ctr *atomic.Int64, mv func([]float32, []byte, int, *[4]float32), s *threadScratch, nth int) {
 	w, x := n.Src[0], n.Src[1]
-	o4, row := &s.o4, s.tile[:w.Ne[0]]
+	row := s.tile[:w.Ne[0]]
 	deq := kernels.Dequantizer(w.Type)
 	N, M := w.Ne[1], x.NRows()
 	out := n.F32()
 	ws := w.Nb[1]
+	claim := fusedClaim(N, nth)
 	for {
-		lo := int(ctr.Add(1)-1) * tileRows
+		lo := int(ctr.Add(1)-1) * claim
 		if lo >= N {
 			return
 		}
-		hi := min(N, lo+tileRows)
+		hi := min(N, lo+claim)
 		r4 := lo + (hi-lo)&^3
 		for m := 0; m < M; m++ {
 			xm, o := x.F32Row(m), out[m*N:(m+1)*N]
 			for r := lo; r < r4; r += 4 {
-				mv(xm, w.Buf.Host[w.Off+r*ws:w.Off+r*ws+3*ws+w.RowBytes()], ws, o4)
-				copy(o[r:r+4], o4[:])
+				// The kernel writes the four results in place (reading them back from a
+				// scratch array right after its four scalar stores stalls on store forwarding).
+				mv(xm, w.Buf.Host[w.Off+r*ws:w.Off+r*ws+3*ws+w.RowBytes()], ws, (*[4]float32)(o[r:r+4]))
 			}
 			for r := r4; r < hi; r++ {
 				// The last rows of an odd-sized matrix: the tile path's single-row dot.
@@ -83,6 +88,13 @@ func (b *Backend) mulMatFused(n *graph.Tensor, ctr *atomic.Int64, mv func([]floa
 			}
 		}
 	}
+}
+
+// fusedClaim is the number of weight rows a thread claims at a time in mulMatFused: about a
+// sixteenth of each thread's share (so uneven progress still balances), a multiple of 16, at
+// least 16 and at most 256.
+func fusedClaim(N, nth int) int {
+	return max(tileRows, min(256, N/(16*max(nth, 1)))&^(tileRows-1))
 }
 
 // mulTile multiplies the float32 weight rows lo..hi (wt, K values each) with every row of x.

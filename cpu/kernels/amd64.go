@@ -82,6 +82,12 @@ func matvecQ4_0x4AVX512(x *float32, w *byte, ws, nb uintptr, out *[4]float32, ta
 func matvecQ6_Kx4AVX512(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32)
 
 //go:noescape
+func matvecQ6_Kx4VBMI(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32) bool
+
+//go:noescape
+func matvecQ5_Kx4VBMI(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32)
+
+//go:noescape
 func matvecQ4_Kx4AVX512(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32, base *[16]float32)
 
 //go:noescape
@@ -94,6 +100,13 @@ var nibBase = [16]float32{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
 var q4Base = [16]float32{-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7}
 
 var f16Tab = &quant.F16Table()[0]
+
+// hasExtensions reports whether tier t has kernels for instructions beyond its base set on this
+// CPU: for AVX512, AVX512_VBMI and GFNI (Ice Lake, Sapphire Rapids, Zen 4 and later; not
+// Skylake-SP or Cascade Lake, which run the base kernels).
+func hasExtensions(t Tier) bool {
+	return t == AVX512 && cpuHas(AVX512) && cpuid.CPU.Supports(cpuid.AVX512VBMI, cpuid.GFNI)
+}
 
 func cpuHas(t Tier) bool {
 	c := cpuid.CPU
@@ -157,6 +170,21 @@ func useSIMD(t Tier) {
 		matVec4[quant.Q6_K] = func(x []float32, w []byte, ws int, out *[4]float32) {
 			checkRows(w, ws, len(x)/256*quant.SizeQ6_K)
 			matvecQ6_Kx4AVX512(&x[0], &w[0], uintptr(ws), uintptr(len(x)/256), out, f16Tab)
+		}
+		if hasExtensions(AVX512) && !baseOnly {
+			matVec4[quant.Q5_K] = func(x []float32, w []byte, ws int, out *[4]float32) {
+				checkRows(w, ws, len(x)/256*quant.SizeQ5_K)
+				matvecQ5_Kx4VBMI(&x[0], &w[0], uintptr(ws), uintptr(len(x)/256), out, f16Tab)
+			}
+			matVec4[quant.Q6_K] = func(x []float32, w []byte, ws int, out *[4]float32) {
+				checkRows(w, ws, len(x)/256*quant.SizeQ6_K)
+				nb := uintptr(len(x) / 256)
+				if !matvecQ6_Kx4VBMI(&x[0], &w[0], uintptr(ws), nb, out, f16Tab) {
+					// A block scale is Inf or NaN: the base kernel forms those values as the
+					// dequantizer does.
+					matvecQ6_Kx4AVX512(&x[0], &w[0], uintptr(ws), nb, out, f16Tab)
+				}
+			}
 		}
 	case AVX2:
 		useAVX2()

@@ -569,6 +569,29 @@ q4x4a2done:
 	VZEROUPPER
 	RET
 
+// PREFETCH4x3 / PREFETCH4x4: prefetch the block at the same place of the next four rows
+// (R14 = four row strides ahead), three or four cache lines each.
+#define PREFETCH4x3 \
+	PREFETCHT0 (DI)(R14*1) ; \
+	PREFETCHT0 64(DI)(R14*1) ; \
+	PREFETCHT0 128(DI)(R14*1) ; \
+	PREFETCHT0 (R8)(R14*1) ; \
+	PREFETCHT0 64(R8)(R14*1) ; \
+	PREFETCHT0 128(R8)(R14*1) ; \
+	PREFETCHT0 (R9)(R14*1) ; \
+	PREFETCHT0 64(R9)(R14*1) ; \
+	PREFETCHT0 128(R9)(R14*1) ; \
+	PREFETCHT0 (R10)(R14*1) ; \
+	PREFETCHT0 64(R10)(R14*1) ; \
+	PREFETCHT0 128(R10)(R14*1)
+
+#define PREFETCH4x4 \
+	PREFETCH4x3 ; \
+	PREFETCHT0 192(DI)(R14*1) ; \
+	PREFETCHT0 192(R8)(R14*1) ; \
+	PREFETCHT0 192(R9)(R14*1) ; \
+	PREFETCHT0 192(R10)(R14*1)
+
 // Q4_K and Q5_K: per super-block, each row's scales and offsets are made first (KSCALES, in
 // the frame at 64r); then, chunk by chunk (64 values: sub-block 2c from the low nibbles of
 // 32 qs bytes, 2c+1 from the high ones) and row by row, the quants are made 32 at a time with
@@ -576,12 +599,14 @@ q4x4a2done:
 // stored in the frame (at 256), then widened from there 8 at a time and entered in element
 // order: float32(d*q) - m (Y12, Y13 the sub-block's scale and offset), times x (from memory).
 
-// KV(B, XO, ACC): 8 quants (bytes at B(SP)) times Y12 minus Y13, times x at XO(SI).
+// KV(B, XO, ACC): 8 quants (bytes at B(SP)) times Y12 minus Y13, times x at XO(SI). The
+// scale times q is exact (an 11-bit f16 significand, a 6-bit scale and a q of at most 5 bits
+// fit in float32's 24), so one fused multiply-subtract rounds as the dequantizer's product and
+// difference do.
 #define KV(B, XO, ACC) \
 	VPMOVZXBD   B(SP), Y8 ; \
 	VCVTDQ2PS   Y8, Y8 ; \
-	VMULPS      Y12, Y8, Y8 ; \
-	VSUBPS      Y13, Y8, Y8 ; \
+	VFMSUB213PS Y13, Y12, Y8 ; \
 	VFMADD231PS XO(SI), Y8, ACC
 
 // KSUB(B, SC, XO, ACCL, ACCH): one sub-block's 32 values (scale SC(SP), offset SC+32(SP)).
@@ -629,12 +654,14 @@ TEXT ·matvecQ4_Kx4AVX2(SB), NOSPLIT, $384-48
 	MOVQ  nb+24(FP), CX
 	MOVQ  tab+40(FP), DX
 	ROWS4(BX)
+	LEAQ  (BX*4), R14 // prefetch distance: the next four rows
 	BCASTB(0x0f, X15, Y15)
 	ZERO8
 	TESTQ CX, CX
 	JZ    k4x4a2done
 
 k4x4a2loop:
+	PREFETCH4x3
 	KSCALES4
 	K4CHUNK4(0)
 	K4CHUNK4(1)
@@ -691,6 +718,7 @@ TEXT ·matvecQ5_Kx4AVX2(SB), NOSPLIT, $384-48
 	MOVQ  nb+24(FP), CX
 	MOVQ  tab+40(FP), DX
 	ROWS4(BX)
+	LEAQ  (BX*4), R14 // prefetch distance: the next four rows
 	BCASTB(0x0f, X15, Y15)
 	BCASTB(0x10, X14, Y14)
 	ZERO8
@@ -698,6 +726,7 @@ TEXT ·matvecQ5_Kx4AVX2(SB), NOSPLIT, $384-48
 	JZ    k5x4a2done
 
 k5x4a2loop:
+	PREFETCH4x3
 	KSCALES4
 	K5CHUNK4(0, VPSLLW, $4, VPSLLW, $3)
 	K5CHUNK4(1, VPSLLW, $2, VPSLLW, $1)
@@ -794,6 +823,7 @@ TEXT ·matvecQ6_Kx4AVX2(SB), NOSPLIT, $512-48
 	MOVQ  nb+24(FP), CX
 	MOVQ  tab+40(FP), DX
 	ROWS4(BX)
+	LEAQ  (BX*4), R14 // prefetch distance: the next four rows
 	BCASTB(0x0f, X15, Y15)
 	BCASTB(0x30, X14, Y14)
 	BCASTB(0x20, X13, Y13)
@@ -802,6 +832,7 @@ TEXT ·matvecQ6_Kx4AVX2(SB), NOSPLIT, $512-48
 	JZ    q6x4a2done
 
 q6x4a2loop:
+	PREFETCH4x4
 	Q6SCALES(DI, 0)
 	Q6SCALES(R8, 64)
 	Q6SCALES(R9, 128)

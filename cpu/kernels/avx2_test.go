@@ -134,6 +134,100 @@ func TestMatVec4RandomBytes(t *testing.T) {
 	}
 }
 
+// scaleFields lists the offsets of the half-precision scales in a block of t, and the block size.
+func scaleFields(t quant.Type) (size int, halves []int) {
+	switch t {
+	case quant.Q4_K:
+		return quant.SizeQ4_K, []int{0, 2}
+	case quant.Q5_K:
+		return quant.SizeQ5_K, []int{0, 2}
+	case quant.Q6_K:
+		return quant.SizeQ6_K, []int{208}
+	}
+	return 0, nil
+}
+
+// The K-quant fused kernels equal the tile path bit for bit (and AVX2 equals AVX-512) over the
+// whole range of finite half-precision scales, subnormal to 65504, not only below 2 as in
+// randRow; and a block whose scale is Inf or NaN gives the tile path's bits or, where that
+// is NaN, NaN too. (In those Q6_K blocks every q is 63 and every scale positive, and x is
+// positive over the block, so the tile path's sum is +-Inf, not NaN.)
+func TestMatVec4ScaleRange(t *testing.T) {
+	rng := rand.New(rand.NewPCG(12, 12))
+	const k = 1024
+	x := randVec(rng, k)
+	for i := 256; i < 512; i++ {
+		x[i] = float32(math.Abs(float64(x[i])))
+	}
+	type key struct {
+		typ  quant.Type
+		c, j int
+	}
+	first := map[key]float32{}
+	cases := map[quant.Type][][]byte{}
+	for _, typ := range []quant.Type{quant.Q4_K, quant.Q5_K, quant.Q6_K} {
+		rs, _ := typ.RowSize(k)
+		size, halves := scaleFields(typ)
+		for c := 0; c < 12; c++ {
+			ws := int(rs) + 3
+			w := make([]byte, 3*ws+int(rs))
+			for j := 0; j < 4; j++ {
+				row := randRow(rng, typ, k)
+				if c >= 8 && j == c-8 && typ == quant.Q6_K {
+					blk := row[size : 2*size]
+					for i := range blk[:192] {
+						blk[i] = 0xff
+					}
+					for i := 192; i < 208; i++ {
+						blk[i] = 0x10
+					}
+				}
+				for b := 0; b+size <= len(row); b += size {
+					for _, h := range halves {
+						v := uint16(rng.Uint32()) & 0x7bff // exponent < 31: finite
+						if c >= 8 && j == c-8 && b == size && h == halves[0] {
+							v = []uint16{0x7c00, 0xfc00, 0x7e00, 0x7c01}[c-8] // +Inf, -Inf, NaN
+						}
+						row[b+h], row[b+h+1] = byte(v), byte(v>>8)
+					}
+				}
+				copy(w[j*ws:], row)
+			}
+			cases[typ] = append(cases[typ], w)
+		}
+	}
+	forEachTier(t, func(t *testing.T, tier Tier) {
+		if tier == Generic {
+			return
+		}
+		for _, typ := range []quant.Type{quant.Q4_K, quant.Q5_K, quant.Q6_K} {
+			mv := MatVec4(typ)
+			rs, _ := typ.RowSize(k)
+			ws := int(rs) + 3
+			for c, w := range cases[typ] {
+				tile := make([]float32, 4*k)
+				for j := 0; j < 4; j++ {
+					Dequantizer(typ)(tile[j*k:(j+1)*k], w[j*ws:j*ws+int(rs)])
+				}
+				var want, got [4]float32
+				Dot1x4(x, tile, k, &want)
+				mv(x, w, ws, &got)
+				for j := range got {
+					a, b := got[j], want[j]
+					if math.Float32bits(a) != math.Float32bits(b) && !(a != a && b != b) {
+						t.Fatalf("%v case %d row %d: fused %v, tile %v", typ, c, j, a, b)
+					}
+					if f, ok := first[key{typ, c, j}]; !ok {
+						first[key{typ, c, j}] = a
+					} else if math.Float32bits(a) != math.Float32bits(f) && !(a != a && f != f) {
+						t.Fatalf("%v case %d row %d: %v here, %v in another tier", typ, c, j, a, f)
+					}
+				}
+			}
+		}
+	})
+}
+
 // The AVX2 tier's GELU, exp and attention kernels and its 4x4 tile give the AVX-512 tier's
 // bits (same instruction sequence, 2^n built without VSCALEFPS), including exponentials that
 // underflow to subnormals and GELU's extreme arguments.

@@ -14,9 +14,8 @@ import (
 
 func benchTiers(b *testing.B, f func(b *testing.B)) {
 	defer Use(Best())
-	for _, t := range Supported() {
-		Use(t)
-		b.Run(t.String(), func(b *testing.B) {
+	run := func(name string) {
+		b.Run(name, func(b *testing.B) {
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
 			c0 := threadCPU()
@@ -25,6 +24,16 @@ func benchTiers(b *testing.B, f func(b *testing.B)) {
 			// own CPU time does not.
 			b.ReportMetric(float64(threadCPU()-c0)/float64(b.N), "cpu-ns/op")
 		})
+	}
+	for _, t := range Supported() {
+		if hasExtensions(t) { // the kernels a CPU without the extensions runs
+			baseOnly = true
+			Use(t)
+			baseOnly = false
+			run(t.String() + "-base")
+		}
+		Use(t)
+		run(t.String())
 	}
 }
 

@@ -60,6 +60,10 @@ var (
 
 var active Tier
 
+// baseOnly, set by tests, makes Use leave out the kernels that need more than the tier's base
+// instruction set (see hasExtensions), so that both kinds run on a CPU that has the extensions.
+var baseOnly bool
+
 // Active is the tier in use.
 func Active() Tier { return active }
 

@@ -17,6 +17,15 @@ func forEachTier(t *testing.T, f func(t *testing.T, tier Tier)) {
 			t.Fatal(err)
 		}
 		t.Run(tier.String(), func(t *testing.T) { f(t, tier) })
+		if hasExtensions(tier) { // again without the kernels that need the extensions
+			baseOnly = true
+			err := Use(tier)
+			baseOnly = false
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Run(tier.String()+"-base", func(t *testing.T) { f(t, tier) })
+		}
 	}
 }
 

@@ -8,6 +8,12 @@
 // the 16-lane accumulator of its row with one fused multiply-add in element order, so the
 // results are bit-identical to dequantizing into a tile and running Dot1x4. Block scales are
 // read through quant's half-to-float table (tab) with one broadcast load.
+//
+// Prefetching: each kernel prefetches the block it reads at the same place of the next four
+// rows into L1 (PREFETCHT0) and, for Q4_0 and the K-quants, of the rows 32 further into L2
+// (PREFETCHT1). L1 prefetches hold one of the core's few fill buffers until their line arrives,
+// which probably kept a thread near 9 GB/s; the far L2 prefetches raised streaming by 10-15%
+// (cpu/PERF.md).
 
 // func matvecF16x4AVX512(x *float32, w *byte, ws, n uintptr, out *[4]float32) // n multiple of 16
 TEXT ·matvecF16x4AVX512(SB), NOSPLIT, $0-40
@@ -128,16 +134,20 @@ TEXT ·matvecQ4_0x4AVX512(SB), NOSPLIT, $0-56
 	LEAQ    (DI)(BX*1), R8
 	LEAQ    (R8)(BX*1), R9
 	LEAQ    (R9)(BX*1), R10
-	LEAQ    (BX*4), R12      // prefetch distance: the next four rows
+	LEAQ    (BX*4), R12      // prefetch: the next four rows to L1, rows +32 to L2 (R12*8)
 	ZERO4
 	TESTQ   CX, CX
 	JZ      q4x4done
 
 q4x4loop:
 	PREFETCHT0 (DI)(R12*1)
+	PREFETCHT1 (DI)(R12*8)
 	PREFETCHT0 (R8)(R12*1)
+	PREFETCHT1 (R8)(R12*8)
 	PREFETCHT0 (R9)(R12*1)
+	PREFETCHT1 (R9)(R12*8)
 	PREFETCHT0 (R10)(R12*1)
+	PREFETCHT1 (R10)(R12*8)
 	VMOVUPS (SI), Z4
 	VMOVUPS 64(SI), Z5
 	ROWQ4(DI, Z0)
@@ -238,7 +248,7 @@ TEXT ·matvecQ6_Kx4AVX512(SB), NOSPLIT, $256-48
 	LEAQ         (DI)(BX*1), R8
 	LEAQ         (R8)(BX*1), R9
 	LEAQ         (R9)(BX*1), R10
-	LEAQ         (BX*4), R12      // prefetch distance: the next four rows
+	LEAQ         (BX*4), R12      // prefetch: the next four rows to L1, rows +32 to L2 (R12*8)
 	MOVL         $0x0f, AX
 	VPBROADCASTB AX, Y12
 	MOVL         $0x30, AX
@@ -251,21 +261,37 @@ TEXT ·matvecQ6_Kx4AVX512(SB), NOSPLIT, $256-48
 
 q6x4loop:
 	PREFETCHT0 (DI)(R12*1)
+	PREFETCHT1 (DI)(R12*8)
 	PREFETCHT0 64(DI)(R12*1)
+	PREFETCHT1 64(DI)(R12*8)
 	PREFETCHT0 128(DI)(R12*1)
+	PREFETCHT1 128(DI)(R12*8)
 	PREFETCHT0 192(DI)(R12*1)
+	PREFETCHT1 192(DI)(R12*8)
 	PREFETCHT0 (R8)(R12*1)
+	PREFETCHT1 (R8)(R12*8)
 	PREFETCHT0 64(R8)(R12*1)
+	PREFETCHT1 64(R8)(R12*8)
 	PREFETCHT0 128(R8)(R12*1)
+	PREFETCHT1 128(R8)(R12*8)
 	PREFETCHT0 192(R8)(R12*1)
+	PREFETCHT1 192(R8)(R12*8)
 	PREFETCHT0 (R9)(R12*1)
+	PREFETCHT1 (R9)(R12*8)
 	PREFETCHT0 64(R9)(R12*1)
+	PREFETCHT1 64(R9)(R12*8)
 	PREFETCHT0 128(R9)(R12*1)
+	PREFETCHT1 128(R9)(R12*8)
 	PREFETCHT0 192(R9)(R12*1)
+	PREFETCHT1 192(R9)(R12*8)
 	PREFETCHT0 (R10)(R12*1)
+	PREFETCHT1 (R10)(R12*8)
 	PREFETCHT0 64(R10)(R12*1)
+	PREFETCHT1 64(R10)(R12*8)
 	PREFETCHT0 128(R10)(R12*1)
+	PREFETCHT1 128(R10)(R12*8)
 	PREFETCHT0 192(R10)(R12*1)
+	PREFETCHT1 192(R10)(R12*8)
 	Q6SCALES(DI, 0)
 	Q6SCALES(R8, 64)
 	Q6SCALES(R9, 128)
@@ -293,11 +319,226 @@ q6x4done:
 	VZEROUPPER
 	RET
 
+// Q6_K with AVX512_VBMI and GFNI (matvecQ6_Kx4VBMI): the same values and order, formed in
+// fewer instructions. Per half and row, the 6-bit quants of 64 positions are assembled as bytes
+// q in one register: A holds values l and 32+l (l < 32) of the half, the low nibbles of ql[0:64]
+// (kept by a bit select) with qh[l]'s bits 0-1 (lower 32 bytes) or 2-3 (upper) moved to bits 4-5
+// by a GF(2) affine map; B values 64+l and 96+l, the high nibbles (word shift) with bits 4-5 or
+// 6-7. Then, 16 at a time, VPERMB merges each q into byte 2 of the float32 bits 0x4b000000, so
+// the lane holds F = 2^23 + q*2^16 exactly, and one fused multiply-subtract makes the weight:
+// F*s - s*K with s = d*scale*2^-16 and K = 2^23 + 2^21, an exact real s*2^16*(q-32) =
+// d*scale*(q-32). That is the dequantizer's value: d*scale (an f16 significand of 11 bits times
+// an 8-bit integer) times q-32 (6 bits) fits in float32's 24 bits, so the dequantizer's product
+// is exact too, and so are s and s*K (powers of two; K has three significant bits). A zero weight
+// may differ in sign, which no accumulator can see (a lane sum that starts at +0 is never -0).
+// A block whose d is infinite or NaN would give NaN here where the dequantizer gives +-Inf: the
+// kernel checks every d and returns false before using one, and the caller then runs
+// matvecQ6_Kx4AVX512.
+
+// Q6VW(Q, IDX, SC, X, acc): 16 values, the quant bytes of Q picked by IDX, scale s at SC(SP)
+// and s*K at SC+64(SP), x in X. Z17 = 0x4b000000 in every lane; K2 selects byte 2 of each.
+#define Q6VW(Q, IDX, SC, X, acc) \
+	VMOVDQA64        Z17, Z28 ; \
+	VPERMB           Q, IDX, K2, Z28 ; \
+	VBROADCASTSS     SC+64(SP), Z29 ; \
+	VFMSUB231PS.BCST SC(SP), Z28, Z29 ; \
+	VFMADD231PS      X, Z29, acc
+
+// Q6VHALF(p, QL, QH, SC, acc): one half (128 values) of a row's super-block into acc. Z12 =
+// 0x0f in every byte, Z14/Z15 the affine maps for A/B, Z18/Z19/Z30/Z31 the VPERMB indexes of
+// bytes 0-15, 16-31, 32-47, 48-63.
+#define Q6VHALF(p, QL, QH, SC, acc) \
+	VMOVDQU64       QL(p), Z4 ; \
+	VBROADCASTI64X4 QH(p), Z5 ; \
+	VGF2P8AFFINEQB  $0, Z14, Z5, Z6 ; \
+	VPTERNLOGD      $0xd8, Z12, Z4, Z6 ; \
+	VGF2P8AFFINEQB  $0, Z15, Z5, Z8 ; \
+	VPSRLW          $4, Z4, Z9 ; \
+	VPTERNLOGD      $0xd8, Z12, Z9, Z8 ; \
+	Q6VW(Z6, Z18, SC, Z20, acc) ; \
+	Q6VW(Z6, Z19, SC+4, Z21, acc) ; \
+	Q6VW(Z6, Z30, SC+8, Z22, acc) ; \
+	Q6VW(Z6, Z31, SC+12, Z23, acc) ; \
+	Q6VW(Z8, Z18, SC+16, Z24, acc) ; \
+	Q6VW(Z8, Z19, SC+20, Z25, acc) ; \
+	Q6VW(Z8, Z30, SC+24, Z26, acc) ; \
+	Q6VW(Z8, Z31, SC+28, Z27, acc)
+
+// Q6VSCALES(p, SC): the row's 16 scales s = d*scales[i]*2^-16 at SC(SP) and s*K at
+// SC+64(SP) (Z13 = 2^-16, Z16 = K); jumps to q6vdecline if d is not finite.
+#define Q6VSCALES(p, SC) \
+	MOVWLZX      208(p), R11 ; \
+	MOVL         R11, AX ; \
+	ANDL         $0x7c00, AX ; \
+	CMPL         AX, $0x7c00 ; \
+	JEQ          q6vdecline ; \
+	VBROADCASTSS (DX)(R11*4), Z4 ; \
+	VPMOVSXBD    192(p), Z5 ; \
+	VCVTDQ2PS    Z5, Z5 ; \
+	VMULPS       Z4, Z5, Z5 ; \
+	VMULPS       Z13, Z5, Z5 ; \
+	VMOVUPS      Z5, SC(SP) ; \
+	VMULPS       Z16, Z5, Z5 ; \
+	VMOVUPS      Z5, SC+64(SP)
+
+// q6vAff: the GF(2) affine maps (one 8x8 bit matrix per qword) moving qh's bits 0-1 (lower 32
+// bytes) or 2-3 (upper) to bits 4-5 (A), then bits 4-5 or 6-7 (B); other bits 0.
+DATA q6vAff<>+0(SB)/8, $0x01020000
+DATA q6vAff<>+8(SB)/8, $0x01020000
+DATA q6vAff<>+16(SB)/8, $0x01020000
+DATA q6vAff<>+24(SB)/8, $0x01020000
+DATA q6vAff<>+32(SB)/8, $0x04080000
+DATA q6vAff<>+40(SB)/8, $0x04080000
+DATA q6vAff<>+48(SB)/8, $0x04080000
+DATA q6vAff<>+56(SB)/8, $0x04080000
+DATA q6vAff<>+64(SB)/8, $0x10200000
+DATA q6vAff<>+72(SB)/8, $0x10200000
+DATA q6vAff<>+80(SB)/8, $0x10200000
+DATA q6vAff<>+88(SB)/8, $0x10200000
+DATA q6vAff<>+96(SB)/8, $0x40800000
+DATA q6vAff<>+104(SB)/8, $0x40800000
+DATA q6vAff<>+112(SB)/8, $0x40800000
+DATA q6vAff<>+120(SB)/8, $0x40800000
+GLOBL q6vAff<>(SB), RODATA|NOPTR, $128
+
+// q6vPerm: VPERMB indexes putting quant byte 16k+i in byte 2 of dword i (k = 0..3).
+DATA q6vPerm<>+0(SB)/8, $0x0001000000000000
+DATA q6vPerm<>+8(SB)/8, $0x0003000000020000
+DATA q6vPerm<>+16(SB)/8, $0x0005000000040000
+DATA q6vPerm<>+24(SB)/8, $0x0007000000060000
+DATA q6vPerm<>+32(SB)/8, $0x0009000000080000
+DATA q6vPerm<>+40(SB)/8, $0x000b0000000a0000
+DATA q6vPerm<>+48(SB)/8, $0x000d0000000c0000
+DATA q6vPerm<>+56(SB)/8, $0x000f0000000e0000
+DATA q6vPerm<>+64(SB)/8, $0x0011000000100000
+DATA q6vPerm<>+72(SB)/8, $0x0013000000120000
+DATA q6vPerm<>+80(SB)/8, $0x0015000000140000
+DATA q6vPerm<>+88(SB)/8, $0x0017000000160000
+DATA q6vPerm<>+96(SB)/8, $0x0019000000180000
+DATA q6vPerm<>+104(SB)/8, $0x001b0000001a0000
+DATA q6vPerm<>+112(SB)/8, $0x001d0000001c0000
+DATA q6vPerm<>+120(SB)/8, $0x001f0000001e0000
+DATA q6vPerm<>+128(SB)/8, $0x0021000000200000
+DATA q6vPerm<>+136(SB)/8, $0x0023000000220000
+DATA q6vPerm<>+144(SB)/8, $0x0025000000240000
+DATA q6vPerm<>+152(SB)/8, $0x0027000000260000
+DATA q6vPerm<>+160(SB)/8, $0x0029000000280000
+DATA q6vPerm<>+168(SB)/8, $0x002b0000002a0000
+DATA q6vPerm<>+176(SB)/8, $0x002d0000002c0000
+DATA q6vPerm<>+184(SB)/8, $0x002f0000002e0000
+DATA q6vPerm<>+192(SB)/8, $0x0031000000300000
+DATA q6vPerm<>+200(SB)/8, $0x0033000000320000
+DATA q6vPerm<>+208(SB)/8, $0x0035000000340000
+DATA q6vPerm<>+216(SB)/8, $0x0037000000360000
+DATA q6vPerm<>+224(SB)/8, $0x0039000000380000
+DATA q6vPerm<>+232(SB)/8, $0x003b0000003a0000
+DATA q6vPerm<>+240(SB)/8, $0x003d0000003c0000
+DATA q6vPerm<>+248(SB)/8, $0x003f0000003e0000
+GLOBL q6vPerm<>(SB), RODATA|NOPTR, $256
+
+// func matvecQ6_Kx4VBMI(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32) bool
+TEXT ·matvecQ6_Kx4VBMI(SB), NOSPLIT, $512-49
+	MOVQ         x+0(FP), SI
+	MOVQ         w+8(FP), DI
+	MOVQ         ws+16(FP), BX
+	MOVQ         nb+24(FP), CX
+	MOVQ         tab+40(FP), DX
+	LEAQ         (DI)(BX*1), R8
+	LEAQ         (R8)(BX*1), R9
+	LEAQ         (R9)(BX*1), R10
+	LEAQ         (BX*4), R12      // prefetch: the next four rows to L1, rows +32 to L2 (R12*8)
+	MOVL         $0x0f, AX
+	VPBROADCASTB AX, Z12
+	MOVL         $0x37800000, AX  // 2^-16
+	VPBROADCASTD AX, Z13
+	MOVL         $0x4b200000, AX  // K = 2^23+2^21
+	VPBROADCASTD AX, Z16
+	MOVL         $0x4b000000, AX  // 2^23
+	VPBROADCASTD AX, Z17
+	VMOVDQU64    q6vAff<>+0(SB), Z14
+	VMOVDQU64    q6vAff<>+64(SB), Z15
+	VMOVDQU64    q6vPerm<>+0(SB), Z18
+	VMOVDQU64    q6vPerm<>+64(SB), Z19
+	VMOVDQU64    q6vPerm<>+128(SB), Z30
+	VMOVDQU64    q6vPerm<>+192(SB), Z31
+	MOVQ         $0x4444444444444444, AX
+	KMOVQ        AX, K2
+	ZERO4
+	TESTQ        CX, CX
+	JZ           q6vdone
+
+q6vloop:
+	PREFETCHT0 (DI)(R12*1)
+	PREFETCHT1 (DI)(R12*8)
+	PREFETCHT0 64(DI)(R12*1)
+	PREFETCHT1 64(DI)(R12*8)
+	PREFETCHT0 128(DI)(R12*1)
+	PREFETCHT1 128(DI)(R12*8)
+	PREFETCHT0 192(DI)(R12*1)
+	PREFETCHT1 192(DI)(R12*8)
+	PREFETCHT0 (R8)(R12*1)
+	PREFETCHT1 (R8)(R12*8)
+	PREFETCHT0 64(R8)(R12*1)
+	PREFETCHT1 64(R8)(R12*8)
+	PREFETCHT0 128(R8)(R12*1)
+	PREFETCHT1 128(R8)(R12*8)
+	PREFETCHT0 192(R8)(R12*1)
+	PREFETCHT1 192(R8)(R12*8)
+	PREFETCHT0 (R9)(R12*1)
+	PREFETCHT1 (R9)(R12*8)
+	PREFETCHT0 64(R9)(R12*1)
+	PREFETCHT1 64(R9)(R12*8)
+	PREFETCHT0 128(R9)(R12*1)
+	PREFETCHT1 128(R9)(R12*8)
+	PREFETCHT0 192(R9)(R12*1)
+	PREFETCHT1 192(R9)(R12*8)
+	PREFETCHT0 (R10)(R12*1)
+	PREFETCHT1 (R10)(R12*8)
+	PREFETCHT0 64(R10)(R12*1)
+	PREFETCHT1 64(R10)(R12*8)
+	PREFETCHT0 128(R10)(R12*1)
+	PREFETCHT1 128(R10)(R12*8)
+	PREFETCHT0 192(R10)(R12*1)
+	PREFETCHT1 192(R10)(R12*8)
+	Q6VSCALES(DI, 0)
+	Q6VSCALES(R8, 128)
+	Q6VSCALES(R9, 256)
+	Q6VSCALES(R10, 384)
+	LOADX(0)
+	Q6VHALF(DI, 0, 128, 0, Z0)
+	Q6VHALF(R8, 0, 128, 128, Z1)
+	Q6VHALF(R9, 0, 128, 256, Z2)
+	Q6VHALF(R10, 0, 128, 384, Z3)
+	LOADX(512)
+	Q6VHALF(DI, 64, 160, 32, Z0)
+	Q6VHALF(R8, 64, 160, 160, Z1)
+	Q6VHALF(R9, 64, 160, 288, Z2)
+	Q6VHALF(R10, 64, 160, 416, Z3)
+	ADDQ         $1024, SI
+	ADDQ         $210, DI
+	ADDQ         $210, R8
+	ADDQ         $210, R9
+	ADDQ         $210, R10
+	DECQ         CX
+	JNZ          q6vloop
+
+q6vdone:
+	STORE4(out+32(FP))
+	VZEROUPPER
+	MOVB         $1, ret+48(FP)
+	RET
+
+q6vdecline:
+	VZEROUPPER
+	MOVB         $0, ret+48(FP)
+	RET
+
 // Q4_K: per super-block (d dmin scales[12] qs[128], 256 values), each row's 8 sub-block
 // scales d*sc and offsets dmin*m are made first (float32, in the frame: scales at SC, offsets
 // at SC+32), unpacking the 6-bit fields as ggml's utmp trick does. Then for each chunk c of
 // 64 values, the 16 values d*q - m of sub-blocks 2c (low nibbles) and 2c+1 (high nibbles)
-// are made once (from the base 0..15 in Z13) and each nibble picks its value with VPERMPS.
+// are made once (from the base 0..15 in Z13, one fused multiply-subtract each: d*q is exact,
+// see Q5_K) and each nibble picks its value with VPERMPS.
 
 // K4SCALES(p, SC): uses AX, BX, R11-R13, Z5-Z7; K1 selects lanes 8-15.
 #define K4SCALES(p, SC) \
@@ -343,10 +584,10 @@ q6x4done:
 	VPMOVZXBD    Q+16(p), Z7 ; \
 	VPSRLD       $4, Z6, Z8 ; \
 	VPSRLD       $4, Z7, Z9 ; \
-	VMULPS.BCST  SC(SP), Z13, Z10 ; \
-	VSUBPS.BCST  SC+32(SP), Z10, Z10 ; \
-	VMULPS.BCST  SC+4(SP), Z13, Z11 ; \
-	VSUBPS.BCST  SC+36(SP), Z11, Z11 ; \
+	VBROADCASTSS SC+32(SP), Z10 ; \
+	VFMSUB231PS.BCST SC(SP), Z13, Z10 ; \
+	VBROADCASTSS SC+36(SP), Z11 ; \
+	VFMSUB231PS.BCST SC+4(SP), Z13, Z11 ; \
 	VPERMPS      Z10, Z6, Z6 ; \
 	VPERMPS      Z10, Z7, Z7 ; \
 	VPERMPS      Z11, Z8, Z8 ; \
@@ -381,7 +622,7 @@ TEXT ·matvecQ4_Kx4AVX512(SB), NOSPLIT, $256-56
 	LEAQ    (DI)(BX*1), R8
 	LEAQ    (R8)(BX*1), R9
 	LEAQ    (R9)(BX*1), R10
-	LEAQ    (BX*4), R14      // prefetch distance: the next four rows
+	LEAQ    (BX*4), R14      // prefetch: the next four rows to L1, rows +32 to L2 (R14*8)
 	MOVL    $0xff00, AX
 	KMOVW   AX, K1
 	ZERO4
@@ -390,17 +631,29 @@ TEXT ·matvecQ4_Kx4AVX512(SB), NOSPLIT, $256-56
 
 k4x4loop:
 	PREFETCHT0 (DI)(R14*1)
+	PREFETCHT1 (DI)(R14*8)
 	PREFETCHT0 64(DI)(R14*1)
+	PREFETCHT1 64(DI)(R14*8)
 	PREFETCHT0 128(DI)(R14*1)
+	PREFETCHT1 128(DI)(R14*8)
 	PREFETCHT0 (R8)(R14*1)
+	PREFETCHT1 (R8)(R14*8)
 	PREFETCHT0 64(R8)(R14*1)
+	PREFETCHT1 64(R8)(R14*8)
 	PREFETCHT0 128(R8)(R14*1)
+	PREFETCHT1 128(R8)(R14*8)
 	PREFETCHT0 (R9)(R14*1)
+	PREFETCHT1 (R9)(R14*8)
 	PREFETCHT0 64(R9)(R14*1)
+	PREFETCHT1 64(R9)(R14*8)
 	PREFETCHT0 128(R9)(R14*1)
+	PREFETCHT1 128(R9)(R14*8)
 	PREFETCHT0 (R10)(R14*1)
+	PREFETCHT1 (R10)(R14*8)
 	PREFETCHT0 64(R10)(R14*1)
+	PREFETCHT1 64(R10)(R14*8)
 	PREFETCHT0 128(R10)(R14*1)
+	PREFETCHT1 128(R10)(R14*8)
 	K4SCALES(DI, 0)
 	K4SCALES(R8, 64)
 	K4SCALES(R9, 128)
@@ -425,7 +678,10 @@ k4x4done:
 // Q5_K: as Q4_K plus a fifth bit per value: bit 2c of qh[l] for the low nibble of chunk c,
 // bit 2c+1 for the high one. Each row's qh[0:32] is widened once per super-block and shifted
 // left by 4 (Zh0, Zh1), so the bit the next sub-block needs sits at position 4 (mask Z14 =
-// 16); values are q*scale - offset, converted and scaled per vector.
+// 16); values are q*scale - offset, converted and scaled per vector with one fused
+// multiply-subtract: scale*q is exact (an 11-bit f16 significand times a 6-bit scale times a
+// 5-bit q fits in 24 bits), so rounding once equals the dequantizer's rounding of the
+// difference. (The same holds for Q4_K's tables.)
 
 // K5CHUNK(p, Q, SC, H0, H1, acc)
 #define K5CHUNK(p, Q, SC, H0, H1, acc) \
@@ -451,14 +707,12 @@ k4x4done:
 	VCVTDQ2PS    Z7, Z7 ; \
 	VCVTDQ2PS    Z8, Z8 ; \
 	VCVTDQ2PS    Z9, Z9 ; \
-	VMULPS.BCST  SC(SP), Z6, Z6 ; \
-	VMULPS.BCST  SC(SP), Z7, Z7 ; \
-	VMULPS.BCST  SC+4(SP), Z8, Z8 ; \
-	VMULPS.BCST  SC+4(SP), Z9, Z9 ; \
-	VSUBPS.BCST  SC+32(SP), Z6, Z6 ; \
-	VSUBPS.BCST  SC+32(SP), Z7, Z7 ; \
-	VSUBPS.BCST  SC+36(SP), Z8, Z8 ; \
-	VSUBPS.BCST  SC+36(SP), Z9, Z9 ; \
+	VBROADCASTSS SC(SP), Z10 ; \
+	VBROADCASTSS SC+4(SP), Z11 ; \
+	VFMSUB213PS.BCST SC+32(SP), Z10, Z6 ; \
+	VFMSUB213PS.BCST SC+32(SP), Z10, Z7 ; \
+	VFMSUB213PS.BCST SC+36(SP), Z11, Z8 ; \
+	VFMSUB213PS.BCST SC+36(SP), Z11, Z9 ; \
 	VFMADD231PS  Z20, Z6, acc ; \
 	VFMADD231PS  Z21, Z7, acc ; \
 	VFMADD231PS  Z22, Z8, acc ; \
@@ -487,7 +741,7 @@ TEXT ·matvecQ5_Kx4AVX512(SB), NOSPLIT, $256-48
 	LEAQ         (DI)(BX*1), R8
 	LEAQ         (R8)(BX*1), R9
 	LEAQ         (R9)(BX*1), R10
-	LEAQ         (BX*4), R14      // prefetch distance: the next four rows
+	LEAQ         (BX*4), R14      // prefetch: the next four rows to L1, rows +32 to L2 (R14*8)
 	MOVL         $0xff00, AX
 	KMOVW        AX, K1
 	MOVL         $15, AX
@@ -500,17 +754,29 @@ TEXT ·matvecQ5_Kx4AVX512(SB), NOSPLIT, $256-48
 
 k5x4loop:
 	PREFETCHT0 (DI)(R14*1)
+	PREFETCHT1 (DI)(R14*8)
 	PREFETCHT0 64(DI)(R14*1)
+	PREFETCHT1 64(DI)(R14*8)
 	PREFETCHT0 128(DI)(R14*1)
+	PREFETCHT1 128(DI)(R14*8)
 	PREFETCHT0 (R8)(R14*1)
+	PREFETCHT1 (R8)(R14*8)
 	PREFETCHT0 64(R8)(R14*1)
+	PREFETCHT1 64(R8)(R14*8)
 	PREFETCHT0 128(R8)(R14*1)
+	PREFETCHT1 128(R8)(R14*8)
 	PREFETCHT0 (R9)(R14*1)
+	PREFETCHT1 (R9)(R14*8)
 	PREFETCHT0 64(R9)(R14*1)
+	PREFETCHT1 64(R9)(R14*8)
 	PREFETCHT0 128(R9)(R14*1)
+	PREFETCHT1 128(R9)(R14*8)
 	PREFETCHT0 (R10)(R14*1)
+	PREFETCHT1 (R10)(R14*8)
 	PREFETCHT0 64(R10)(R14*1)
+	PREFETCHT1 64(R10)(R14*8)
 	PREFETCHT0 128(R10)(R14*1)
+	PREFETCHT1 128(R10)(R14*8)
 	K4SCALES(DI, 0)
 	K4SCALES(R8, 64)
 	K4SCALES(R9, 128)
@@ -532,6 +798,222 @@ k5x4loop:
 	JNZ          k5x4loop
 
 k5x4done:
+	STORE4(out+32(FP))
+	VZEROUPPER
+	RET
+
+// Q5_K with AVX512_VBMI and GFNI (matvecQ5_Kx4VBMI): each value picked from a 32-entry table of
+// its sub-block, d*sc*q - dmin*m for q = 0..31 (two registers, made with one fused
+// multiply-subtract each: exact as above), by VPERMI2PS with the 5-bit q as index. Per chunk c
+// and row the 64 indexes are assembled as bytes in one register: qs[32c:32c+32] in both halves,
+// the upper half shifted right by 4 (low nibbles below, high nibbles above; higher bits do not
+// matter, VPERMI2PS reads bits 0-4), bit 4 from qh[l]'s bit 2c (lower half) or 2c+1 (upper)
+// moved there by a GF(2) affine map; VPERMB spreads them to the dwords 16 at a time.
+
+// K5VTAB(SC, T0, T1): the tables of the sub-block whose scale is at SC(SP) (offset SC+32).
+// Z13 = 0..15, Z16 = 16..31.
+#define K5VTAB(SC, T0, T1) \
+	VBROADCASTSS     SC+32(SP), T0 ; \
+	VFMSUB231PS.BCST SC(SP), Z13, T0 ; \
+	VBROADCASTSS     SC+32(SP), T1 ; \
+	VFMSUB231PS.BCST SC(SP), Z16, T1
+
+// K5VPICK(Q, IDX, T0, T1, X, acc): 16 values, the index bytes of Q picked by IDX.
+#define K5VPICK(Q, IDX, T0, T1, X, acc) \
+	VPERMB      Q, IDX, Z28 ; \
+	VPERMI2PS   T1, T0, Z28 ; \
+	VFMADD231PS X, Z28, acc
+
+// K5VCHUNK(p, c, SC, acc): chunk c of the row at p. Z12 = 0x0f in every byte, Z15 the word
+// shifts (0 below, 4 above), Z18/Z19/Z30/Z31 the VPERMB indexes of bytes 0-15 .. 48-63.
+#define K5VCHUNK(p, c, SC, acc) \
+	VBROADCASTI64X4 48+32*c(p), Z4 ; \
+	VBROADCASTI64X4 16(p), Z5 ; \
+	VPSRLVW         Z15, Z4, Z4 ; \
+	VGF2P8AFFINEQB  $0, k5vAff<>+64*c(SB), Z5, Z6 ; \
+	VPTERNLOGD      $0xd8, Z12, Z4, Z6 ; \
+	K5VTAB(SC, Z8, Z9) ; \
+	K5VTAB(SC+4, Z10, Z11) ; \
+	K5VPICK(Z6, Z18, Z8, Z9, Z20, acc) ; \
+	K5VPICK(Z6, Z19, Z8, Z9, Z21, acc) ; \
+	K5VPICK(Z6, Z30, Z10, Z11, Z22, acc) ; \
+	K5VPICK(Z6, Z31, Z10, Z11, Z23, acc)
+
+#define K5VALLROWS(c) \
+	LOADX4(256*c) ; \
+	K5VCHUNK(DI, c, 0+8*c, Z0) ; \
+	K5VCHUNK(R8, c, 64+8*c, Z1) ; \
+	K5VCHUNK(R9, c, 128+8*c, Z2) ; \
+	K5VCHUNK(R10, c, 192+8*c, Z3)
+
+// k5vAff: per chunk c, the affine maps moving qh's bit 2c (lower 32 bytes) or 2c+1 (upper) to bit 4.
+DATA k5vAff<>+0(SB)/8, $0x01000000
+DATA k5vAff<>+8(SB)/8, $0x01000000
+DATA k5vAff<>+16(SB)/8, $0x01000000
+DATA k5vAff<>+24(SB)/8, $0x01000000
+DATA k5vAff<>+32(SB)/8, $0x02000000
+DATA k5vAff<>+40(SB)/8, $0x02000000
+DATA k5vAff<>+48(SB)/8, $0x02000000
+DATA k5vAff<>+56(SB)/8, $0x02000000
+DATA k5vAff<>+64(SB)/8, $0x04000000
+DATA k5vAff<>+72(SB)/8, $0x04000000
+DATA k5vAff<>+80(SB)/8, $0x04000000
+DATA k5vAff<>+88(SB)/8, $0x04000000
+DATA k5vAff<>+96(SB)/8, $0x08000000
+DATA k5vAff<>+104(SB)/8, $0x08000000
+DATA k5vAff<>+112(SB)/8, $0x08000000
+DATA k5vAff<>+120(SB)/8, $0x08000000
+DATA k5vAff<>+128(SB)/8, $0x10000000
+DATA k5vAff<>+136(SB)/8, $0x10000000
+DATA k5vAff<>+144(SB)/8, $0x10000000
+DATA k5vAff<>+152(SB)/8, $0x10000000
+DATA k5vAff<>+160(SB)/8, $0x20000000
+DATA k5vAff<>+168(SB)/8, $0x20000000
+DATA k5vAff<>+176(SB)/8, $0x20000000
+DATA k5vAff<>+184(SB)/8, $0x20000000
+DATA k5vAff<>+192(SB)/8, $0x40000000
+DATA k5vAff<>+200(SB)/8, $0x40000000
+DATA k5vAff<>+208(SB)/8, $0x40000000
+DATA k5vAff<>+216(SB)/8, $0x40000000
+DATA k5vAff<>+224(SB)/8, $0x80000000
+DATA k5vAff<>+232(SB)/8, $0x80000000
+DATA k5vAff<>+240(SB)/8, $0x80000000
+DATA k5vAff<>+248(SB)/8, $0x80000000
+GLOBL k5vAff<>(SB), RODATA|NOPTR, $256
+
+// k5vPerm: VPERMB indexes putting byte 16k+i in byte 0 of dword i (k = 0..3).
+DATA k5vPerm<>+0(SB)/8, $0x0000000100000000
+DATA k5vPerm<>+8(SB)/8, $0x0000000300000002
+DATA k5vPerm<>+16(SB)/8, $0x0000000500000004
+DATA k5vPerm<>+24(SB)/8, $0x0000000700000006
+DATA k5vPerm<>+32(SB)/8, $0x0000000900000008
+DATA k5vPerm<>+40(SB)/8, $0x0000000b0000000a
+DATA k5vPerm<>+48(SB)/8, $0x0000000d0000000c
+DATA k5vPerm<>+56(SB)/8, $0x0000000f0000000e
+DATA k5vPerm<>+64(SB)/8, $0x0000001100000010
+DATA k5vPerm<>+72(SB)/8, $0x0000001300000012
+DATA k5vPerm<>+80(SB)/8, $0x0000001500000014
+DATA k5vPerm<>+88(SB)/8, $0x0000001700000016
+DATA k5vPerm<>+96(SB)/8, $0x0000001900000018
+DATA k5vPerm<>+104(SB)/8, $0x0000001b0000001a
+DATA k5vPerm<>+112(SB)/8, $0x0000001d0000001c
+DATA k5vPerm<>+120(SB)/8, $0x0000001f0000001e
+DATA k5vPerm<>+128(SB)/8, $0x0000002100000020
+DATA k5vPerm<>+136(SB)/8, $0x0000002300000022
+DATA k5vPerm<>+144(SB)/8, $0x0000002500000024
+DATA k5vPerm<>+152(SB)/8, $0x0000002700000026
+DATA k5vPerm<>+160(SB)/8, $0x0000002900000028
+DATA k5vPerm<>+168(SB)/8, $0x0000002b0000002a
+DATA k5vPerm<>+176(SB)/8, $0x0000002d0000002c
+DATA k5vPerm<>+184(SB)/8, $0x0000002f0000002e
+DATA k5vPerm<>+192(SB)/8, $0x0000003100000030
+DATA k5vPerm<>+200(SB)/8, $0x0000003300000032
+DATA k5vPerm<>+208(SB)/8, $0x0000003500000034
+DATA k5vPerm<>+216(SB)/8, $0x0000003700000036
+DATA k5vPerm<>+224(SB)/8, $0x0000003900000038
+DATA k5vPerm<>+232(SB)/8, $0x0000003b0000003a
+DATA k5vPerm<>+240(SB)/8, $0x0000003d0000003c
+DATA k5vPerm<>+248(SB)/8, $0x0000003f0000003e
+GLOBL k5vPerm<>(SB), RODATA|NOPTR, $256
+
+// k5vShift: per-word right shifts, 0 in the lower 32 bytes, 4 in the upper.
+DATA k5vShift<>+0(SB)/8, $0x0000000000000000
+DATA k5vShift<>+8(SB)/8, $0x0000000000000000
+DATA k5vShift<>+16(SB)/8, $0x0000000000000000
+DATA k5vShift<>+24(SB)/8, $0x0000000000000000
+DATA k5vShift<>+32(SB)/8, $0x0004000400040004
+DATA k5vShift<>+40(SB)/8, $0x0004000400040004
+DATA k5vShift<>+48(SB)/8, $0x0004000400040004
+DATA k5vShift<>+56(SB)/8, $0x0004000400040004
+GLOBL k5vShift<>(SB), RODATA|NOPTR, $64
+
+// k5vBase: 0 .. 31.
+DATA k5vBase<>+0(SB)/8, $0x3f80000000000000
+DATA k5vBase<>+8(SB)/8, $0x4040000040000000
+DATA k5vBase<>+16(SB)/8, $0x40a0000040800000
+DATA k5vBase<>+24(SB)/8, $0x40e0000040c00000
+DATA k5vBase<>+32(SB)/8, $0x4110000041000000
+DATA k5vBase<>+40(SB)/8, $0x4130000041200000
+DATA k5vBase<>+48(SB)/8, $0x4150000041400000
+DATA k5vBase<>+56(SB)/8, $0x4170000041600000
+DATA k5vBase<>+64(SB)/8, $0x4188000041800000
+DATA k5vBase<>+72(SB)/8, $0x4198000041900000
+DATA k5vBase<>+80(SB)/8, $0x41a8000041a00000
+DATA k5vBase<>+88(SB)/8, $0x41b8000041b00000
+DATA k5vBase<>+96(SB)/8, $0x41c8000041c00000
+DATA k5vBase<>+104(SB)/8, $0x41d8000041d00000
+DATA k5vBase<>+112(SB)/8, $0x41e8000041e00000
+DATA k5vBase<>+120(SB)/8, $0x41f8000041f00000
+GLOBL k5vBase<>(SB), RODATA|NOPTR, $128
+
+// func matvecQ5_Kx4VBMI(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32)
+TEXT ·matvecQ5_Kx4VBMI(SB), NOSPLIT, $256-48
+	MOVQ         x+0(FP), SI
+	MOVQ         w+8(FP), DI
+	MOVQ         ws+16(FP), BX
+	MOVQ         nb+24(FP), CX
+	MOVQ         tab+40(FP), DX
+	LEAQ         (DI)(BX*1), R8
+	LEAQ         (R8)(BX*1), R9
+	LEAQ         (R9)(BX*1), R10
+	LEAQ         (BX*4), R14      // prefetch: the next four rows to L1, rows +32 to L2 (R14*8)
+	MOVL         $0xff00, AX
+	KMOVW        AX, K1
+	MOVL         $0x0f, AX
+	VPBROADCASTB AX, Z12
+	VMOVUPS      k5vBase<>+0(SB), Z13
+	VMOVUPS      k5vBase<>+64(SB), Z16
+	VMOVDQU64    k5vShift<>+0(SB), Z15
+	VMOVDQU64    k5vPerm<>+0(SB), Z18
+	VMOVDQU64    k5vPerm<>+64(SB), Z19
+	VMOVDQU64    k5vPerm<>+128(SB), Z30
+	VMOVDQU64    k5vPerm<>+192(SB), Z31
+	ZERO4
+	TESTQ        CX, CX
+	JZ           k5vdone
+
+k5vloop:
+	PREFETCHT0 (DI)(R14*1)
+	PREFETCHT1 (DI)(R14*8)
+	PREFETCHT0 64(DI)(R14*1)
+	PREFETCHT1 64(DI)(R14*8)
+	PREFETCHT0 128(DI)(R14*1)
+	PREFETCHT1 128(DI)(R14*8)
+	PREFETCHT0 (R8)(R14*1)
+	PREFETCHT1 (R8)(R14*8)
+	PREFETCHT0 64(R8)(R14*1)
+	PREFETCHT1 64(R8)(R14*8)
+	PREFETCHT0 128(R8)(R14*1)
+	PREFETCHT1 128(R8)(R14*8)
+	PREFETCHT0 (R9)(R14*1)
+	PREFETCHT1 (R9)(R14*8)
+	PREFETCHT0 64(R9)(R14*1)
+	PREFETCHT1 64(R9)(R14*8)
+	PREFETCHT0 128(R9)(R14*1)
+	PREFETCHT1 128(R9)(R14*8)
+	PREFETCHT0 (R10)(R14*1)
+	PREFETCHT1 (R10)(R14*8)
+	PREFETCHT0 64(R10)(R14*1)
+	PREFETCHT1 64(R10)(R14*8)
+	PREFETCHT0 128(R10)(R14*1)
+	PREFETCHT1 128(R10)(R14*8)
+	K4SCALES(DI, 0)
+	K4SCALES(R8, 64)
+	K4SCALES(R9, 128)
+	K4SCALES(R10, 192)
+	K5VALLROWS(0)
+	K5VALLROWS(1)
+	K5VALLROWS(2)
+	K5VALLROWS(3)
+	ADDQ         $1024, SI
+	ADDQ         $176, DI
+	ADDQ         $176, R8
+	ADDQ         $176, R9
+	ADDQ         $176, R10
+	DECQ         CX
+	JNZ          k5vloop
+
+k5vdone:
 	STORE4(out+32(FP))
 	VZEROUPPER
 	RET

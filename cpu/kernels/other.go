@@ -7,3 +7,5 @@ package kernels
 func cpuHas(t Tier) bool { return t == Generic }
 
 func useSIMD(Tier) {}
+
+func hasExtensions(Tier) bool { return false }
