@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -91,6 +92,14 @@ type Backend struct {
 	// f16 tensor-core ones with split operands (mmh, attn_mma_f32) for prompt batches: the
 	// previous defaults, kept for comparison.
 	simt bool
+	// mvd selects which one-row products the decode mat-vec computes (GORUN_CUDA_MVD, bits
+	// mvdShort|mvdLong|mvdLN, see compile.go).
+	mvd int
+	// mvsRows is the number of weight rows a warp of mvs stages for long outputs
+	// (GORUN_CUDA_MVS_ROWS, default 4).
+	mvsRows int
+	// mvsp pipelines the long one-row products (GORUN_CUDA_MVSP=0 turns it off).
+	mvsp bool
 
 	// UseGraphs replays each compiled graph as one CUDA graph (default true; GORUN_CUDA_GRAPHS=0
 	// turns it off, for measuring what the capture saves).
@@ -151,7 +160,9 @@ func New(ordinal int) (*Backend, error) {
 		smemSet: map[*Function]int{}, UseGraphs: os.Getenv("GORUN_CUDA_GRAPHS") != "0",
 		profile: os.Getenv("GORUN_CUDA_PROFILE") == "1", prof: map[string]*profEntry{},
 		stats: os.Getenv("GORUN_CUDA_STATS") == "1", tc: os.Getenv("GORUN_CUDA_TC") == "1",
-		simt: os.Getenv("GORUN_CUDA_SIMT") == "1"}
+		simt: os.Getenv("GORUN_CUDA_SIMT") == "1", mvd: envLevel("GORUN_CUDA_MVD", 1),
+		mvsRows: max(1, envLevel("GORUN_CUDA_MVS_ROWS", 4)),
+		mvsp:    os.Getenv("GORUN_CUDA_MVSP") != "0"}
 	var ptx []byte
 	if f := os.Getenv("GORUN_CUDA_PTX"); f != "" { // kernel development: PTX from nvcc, no rebuild
 		ptx, err = os.ReadFile(f)
@@ -277,6 +288,15 @@ func (b *Backend) Weights(host []byte) (*graph.Buffer, error) {
 		return nil, err
 	}
 	return b.buffer(p, len(host)), nil
+}
+
+// envLevel reads a small integer switch from the environment (def when unset or not a number).
+func envLevel(name string, def int) int {
+	v, err := strconv.Atoi(os.Getenv(name))
+	if err != nil {
+		return def
+	}
+	return v
 }
 
 func devAddr(t *graph.Tensor) (DevicePtr, error) {

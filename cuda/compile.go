@@ -23,6 +23,7 @@ type op struct {
 	act    int
 	second *graph.Tensor // store_kv: a second store of the same rows fused in
 	ln     *graph.Tensor // mul_mat: the layer norm of its (single-row) input, computed in the kernel
+	pos    *graph.Tensor // get_rows: a second get_rows (float32 rows) added to the first, fused in
 	// attention: the K and V rows to store into the caches first (a fused store_kv pair)
 	storeK, storeV *graph.Tensor
 }
@@ -98,10 +99,25 @@ func (b *Backend) compile(g *graph.Graph) (*program, error) {
 		}
 		w, l := n.Src[0], n.Src[1]
 		K, N := w.Ne[0], w.Ne[1]
-		if sole(l) == n && l.NRows() == 1 && N <= 4096 && K%32 == 0 && K <= lnMaxK && typeSuffix[w.Type] != "" &&
+		if sole(l) == n && l.NRows() == 1 && (N <= 4096 || b.mvd&mvdLN != 0) && K%32 == 0 && K <= lnMaxK && typeSuffix[w.Type] != "" &&
 			w.Nb[1] <= mvsBytes && w.Nb[1]%chunkAlign[w.Type] == 0 && l.Src[0].Ne[0] == K && !skip[l] {
 			lnOf[n] = l
 			skip[l] = true
+		}
+	}
+	// The embedding: get_rows of the token table plus get_rows of float32 position rows, one
+	// launch (embed) instead of three.
+	embedOf := map[*graph.Tensor][2]*graph.Tensor{}
+	for _, n := range g.Nodes {
+		if n.Op != graph.OpAdd {
+			continue
+		}
+		t, q := n.Src[0], n.Src[1]
+		if t.Op == graph.OpGetRows && q.Op == graph.OpGetRows && t != q && sole(t) == n && sole(q) == n &&
+			q.Src[0].Type == quant.F32 && typeSuffix[t.Src[0].Type] != "" && t.Ne == n.Ne && q.Ne == n.Ne &&
+			t.Src[1].Contiguous() && q.Src[1].Contiguous() && !skip[t] && !skip[q] {
+			embedOf[n] = [2]*graph.Tensor{t, q}
+			skip[t], skip[q] = true, true
 		}
 	}
 	var ops []op
@@ -110,6 +126,12 @@ func (b *Backend) compile(g *graph.Graph) (*program, error) {
 			continue
 		}
 		o := op{kind: n.Op, node: n, out: n}
+		if e, ok := embedOf[n]; ok {
+			o = op{kind: graph.OpGetRows, node: e[0], out: n, pos: e[1],
+				ins: []*graph.Tensor{e[0].Src[0], e[0].Src[1], e[1].Src[0], e[1].Src[1]}}
+			ops = append(ops, o)
+			continue
+		}
 		switch n.Op {
 		case graph.OpMulMat:
 			if a := sole(n); a != nil && a.Op == graph.OpAdd && a.Src[0] == n && a.Src[1] != n &&
@@ -397,6 +419,12 @@ func (b *Backend) emit(p *program, o op, where func(*graph.Tensor) (DevicePtr, e
 		if !ok {
 			return l, fmt.Errorf("cuda: mul_mat of %q: tensor type %v is not supported on the GPU", w.Name, w.Type)
 		}
+		if o.ln != nil || (b.mvd > 0 && x.NRows() == 1) {
+			if b.mvdLaunch(o, &a, &l, get, ld) {
+				name = "mvd_" + suf
+				break
+			}
+		}
 		if ln := o.ln; ln != nil {
 			N := w.Ne[1]
 			stride := (w.Nb[1] + 15) &^ 15
@@ -422,11 +450,24 @@ func (b *Backend) emit(p *program, o op, where func(*graph.Tensor) (DevicePtr, e
 		wide := K%32 == 0 && w.Nb[1]%chunkAlign[w.Type] == 0 && ld(x, 4)%4 == 0 && get(x)%16 == 0
 		if M <= matVecMaxRows {
 			switch {
+			case wide && M == 1 && N >= 16384 && K <= 4096 && b.mvsp && asyncUnit(get(w), mvspRows(w.Nb[1])*w.Nb[1]) > 0 &&
+				w.Nb[1] <= mvsBytes:
+				name = "mvsp_" + suf
+				R := mvspRows(w.Nb[1])
+				const wpb = 8
+				stride := (R*w.Nb[1] + 15) &^ 15
+				groups := (N + R - 1) / R
+				a = args{}
+				a.ptr(get(w)).i32(w.Nb[1]).ptr(get(x)).ptr(out).i32(N).i32(K).ptr(get(o.bias)).ptr(get(o.res)).i32(o.act).
+					i32(R).i32(stride).i32(asyncUnit(get(w), R*w.Nb[1]))
+				l.grid = Dim3{min((groups+wpb-1)/wpb, mvspBlocksPerSM*b.ctx.SMs), 1, 1}
+				l.block = Dim3{32 * wpb, 1, 1}
+				l.shm = wpb*2*stride + (K+K/8)*4
 			case wide && w.Nb[1] <= mvsBytes:
 				name = "mvs_" + suf
 				R := 1
-				if N >= 16384 && 4*w.Nb[1] <= mvsBytes {
-					R = 4 // long outputs (the vocabulary): more bytes in flight per warp
+				if r := b.mvsRows; N >= 16384 && r*w.Nb[1] <= mvsBytes {
+					R = r // long outputs (the vocabulary): more bytes in flight per warp
 				}
 				const wpb = 8 // warps per block
 				stride := (R*w.Nb[1] + 15) &^ 15
@@ -500,6 +541,10 @@ func (b *Backend) emit(p *program, o op, where func(*graph.Tensor) (DevicePtr, e
 		}
 		name = "getrows_" + suf
 		a.ptr(get(t)).i32(t.Nb[1]).i32(t.NRows()).ptr(get(ids)).ptr(out).i32(ld(o.out, 4)).i32(t.Ne[0]).ptr(b.status)
+		if q := o.pos; q != nil {
+			name = "embed_" + suf
+			a.ptr(get(q.Src[0])).i32(ld(q.Src[0], 4)).i32(q.Src[0].NRows()).ptr(get(q.Src[1]))
+		}
 		l.grid = Dim3{ids.NElements(), 1, 1}
 		l.block = Dim3{128, 1, 1}
 	case graph.OpAdd, graph.OpMul:
@@ -615,6 +660,84 @@ func (b *Backend) emit(p *program, o op, where func(*graph.Tensor) (DevicePtr, e
 	l.args = a.b
 	return l, nil
 }
+
+// mvdLaunch sets up the decode mat-vec (mvd, kernels.cu) for a one-row product, with the layer
+// norm of its input fused when o.ln is set, and reports whether it applies. The grid gives
+// every lane one 32-element chunk where it can (WR warps per row for long rows) and has at
+// least two blocks per SM where the output allows it (fewer rows per block for short outputs).
+func (b *Backend) mvdLaunch(o op, a *args, l *launch, get func(*graph.Tensor) DevicePtr, ld func(*graph.Tensor, int) int) bool {
+	n := o.node
+	w, x := n.Src[0], n.Src[1]
+	if o.ln != nil {
+		x = o.ln.Src[0]
+	}
+	K, N := w.Ne[0], w.Ne[1]
+	long := N > mvdMaxN
+	if (long && b.mvd&mvdLong == 0) || (!long && b.mvd&mvdShort == 0) || (o.ln != nil && b.mvd&mvdLN == 0) || x.NRows() != 1 || K%32 != 0 ||
+		w.Nb[1]%chunkAlign[w.Type] != 0 || get(x)%16 != 0 || w.Ne[2]*w.Ne[3] != 1 {
+		return false
+	}
+	C := K / 32
+	wr := min(8, (C+31)/32)
+	rpb := 8 / wr
+	for rpb > 1 && (N+rpb-1)/rpb < 2*b.ctx.SMs {
+		rpb /= 2
+	}
+	ln, lnw, lnb, eps := 0, DevicePtr(0), DevicePtr(0), float32(0)
+	if o.ln != nil {
+		// every thread normalizes at most LN_MAXE elements of the row
+		for rpb*wr*32*lnMaxE < K && rpb*wr < 8 {
+			rpb *= 2
+		}
+		if rpb*wr*32*lnMaxE < K {
+			return false
+		}
+		ln, lnw, lnb, eps = 1, get(o.ln.Src[1]), get(o.ln.Src[2]), o.ln.FParams[0]
+		l.shm = (K + K/8) * 4
+	}
+	a.ptr(get(w)).i32(w.Nb[1]).ptr(get(x)).ptr(get(o.out)).i32(N).i32(K).ptr(get(o.bias)).ptr(get(o.res)).
+		i32(o.act).i32(wr).i32(ln).ptr(lnw).ptr(lnb).f32(eps)
+	l.block = Dim3{32 * wr * rpb, 1, 1}
+	l.grid = Dim3{(N + rpb - 1) / rpb, 1, 1}
+	return true
+}
+
+// Which one-row products mvd computes (GORUN_CUDA_MVD, a sum of these bits; default mvdShort):
+// outputs of up to mvdMaxN rows, longer ones (the vocabulary), and those with a fused layer
+// norm. The others go to mvs (four staged rows per warp for long outputs) and mvsln.
+const (
+	mvdShort = 1
+	mvdLong  = 2
+	mvdLN    = 4
+	mvdMaxN  = 16384
+)
+
+// mvspRows is the number of rows mvsp stages per group (4, or fewer for long rows).
+func mvspRows(wrow int) int {
+	r := 4
+	for r > 1 && r*wrow > mvsBytes {
+		r /= 2
+	}
+	return r
+}
+
+// asyncUnit is the copy unit of mvsp (16, 8 or 4 bytes) for weights at addr in groups of
+// group bytes, or 0 when they are not even 4-byte aligned.
+func asyncUnit(addr DevicePtr, group int) int {
+	for _, u := range []int{16, 8, 4} {
+		if int(addr)%u == 0 && group%u == 0 {
+			return u
+		}
+	}
+	return 0
+}
+
+// mvspBlocksPerSM bounds mvsp's grid: enough blocks to fill every SM, few enough that each
+// warp walks several row groups (the pipeline pays off from the second).
+const mvspBlocksPerSM = 3
+
+// lnMaxE is LN_MAXE (kernels.cu): the row elements one thread of a fused layer norm holds.
+const lnMaxE = 8
 
 // freeList is a best-fit allocator of offsets that tracks the high-water mark.
 type freeList struct {

@@ -299,6 +299,89 @@ template <> __device__ __forceinline__ void dq32<T_Q6_K>(const uint8_t *__restri
 	}
 }
 
+// ---- chunk dot products for one activation row: dot32<T>(row, c, x) = sum over the 32
+// elements of chunk c of w[k] * x[k]. The generic form dequantizes (dq32) and multiplies; the
+// formats that dominate decoding instead sum q * x over each scale group and multiply by the
+// scale once, and turn a level byte into a float without a conversion instruction: the byte
+// placed (PRMT) under the exponent of 2^23 gives 2^23 + b exactly, and one subtraction removes
+// 2^23 and the format's offset. About 4 instructions per element instead of 10-12; the sums are
+// ordered differently from the dequantize-then-multiply form (within float32 rounding).
+__device__ __forceinline__ float lvl(uint32_t q, int k, float off) {
+	return __int_as_float(__byte_perm(q, 0x4B000000u, 0x7650u | (uint32_t)k)) - off;
+}
+
+template <int T> __device__ __forceinline__ float dot32(const uint8_t *__restrict__ row, int c, const float4 *x) {
+	float w[32];
+	dq32<T>(row, c, w);
+	float s = 0.0f;
+#pragma unroll
+	for (int i = 0; i < 8; i++) {
+		float4 v = x[i];
+		s += w[4 * i] * v.x + w[4 * i + 1] * v.y + w[4 * i + 2] * v.z + w[4 * i + 3] * v.w;
+	}
+	return s;
+}
+
+// x4 element k of the float4 array
+__device__ __forceinline__ float xe(const float4 &v, int k) { return k == 0 ? v.x : (k == 1 ? v.y : (k == 2 ? v.z : v.w)); }
+
+template <> __device__ __forceinline__ float dot32<T_Q4_0>(const uint8_t *__restrict__ row, int c, const float4 *x) {
+	const uint8_t *b = row + 18 * c;
+	float d = ldh(b);
+	float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		uint32_t u = ld16x2(b + 2 + 4 * i);
+		uint32_t lo = u & 0x0F0F0F0Fu, hi = (u >> 4) & 0x0F0F0F0Fu;
+		float4 a = x[i], h = x[4 + i];
+#pragma unroll
+		for (int k = 0; k < 4; k++) {
+			s0 += lvl(lo, k, 8388616.0f) * xe(a, k);
+			s1 += lvl(hi, k, 8388616.0f) * xe(h, k);
+		}
+	}
+	return d * (s0 + s1);
+}
+
+template <> __device__ __forceinline__ float dot32<T_Q8_0>(const uint8_t *__restrict__ row, int c, const float4 *x) {
+	const uint8_t *b = row + 34 * c;
+	float d = ldh(b);
+	float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+	for (int i = 0; i < 8; i++) {
+		uint32_t u = ld16x2(b + 2 + 4 * i) ^ 0x80808080u; // int8 + 128 as unsigned bytes
+		float4 a = x[i];
+#pragma unroll
+		for (int k = 0; k < 4; k++) {
+			float v = lvl(u, k, 8388736.0f) * xe(a, k);
+			if (i & 1) s1 += v; else s0 += v;
+		}
+	}
+	return d * (s0 + s1);
+}
+
+template <> __device__ __forceinline__ float dot32<T_Q6_K>(const uint8_t *__restrict__ row, int c, const float4 *x) {
+	const uint8_t *b = row + 210 * (c >> 3);
+	int j = c & 7, h = j >> 2, quarter = j & 3;
+	const uint8_t *ql = b + 64 * h + ((quarter & 1) ? 32 : 0), *qh = b + 128 + 32 * h;
+	const int8_t *sc = (const int8_t *)(b + 192 + 8 * h);
+	float d = ldh(b + 208);
+	int shl = (quarter & 2) ? 4 : 0, shh = 2 * quarter;
+	float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+	for (int i = 0; i < 8; i++) {
+		uint32_t ul = ld16x2(ql + 4 * i), uh = ld16x2(qh + 4 * i);
+		uint32_t q = ((ul >> shl) & 0x0F0F0F0Fu) | (((uh >> shh) & 0x03030303u) << 4);
+		float4 a = x[i];
+#pragma unroll
+		for (int k = 0; k < 4; k++) {
+			float v = lvl(q, k, 8388640.0f) * xe(a, k);
+			if (i < 4) s0 += v; else s1 += v;
+		}
+	}
+	return d * (float)sc[2 * quarter] * s0 + d * (float)sc[2 * quarter + 1] * s1;
+}
+
 // ---- matrix-vector: one warp per weight row, each lane a whole 32-element chunk at a time,
 // up to MV_MAXM activation rows ----
 
@@ -366,6 +449,20 @@ __device__ __forceinline__ void stage_copy(U *dst, const U *__restrict__ src, in
 	}
 }
 
+// stage_rows copies bytes of weight rows from g to shared memory with the widest loads their
+// alignment allows (8-byte loads take four 630-byte Q6_K rows, the vocabulary's, in one batch).
+__device__ __forceinline__ void stage_rows(uint8_t *st, const uint8_t *__restrict__ g, int bytes, int lane) {
+	if ((((size_t)g | bytes) & 15) == 0) {
+		stage_copy<uint4, 8>((uint4 *)st, (const uint4 *)g, bytes >> 4, lane);
+	} else if ((((size_t)g | bytes) & 7) == 0) {
+		stage_copy<uint2, 10>((uint2 *)st, (const uint2 *)g, bytes >> 3, lane);
+	} else if ((((size_t)g | bytes) & 3) == 0) {
+		stage_copy<uint32_t, 16>((uint32_t *)st, (const uint32_t *)g, bytes >> 2, lane);
+	} else {
+		stage_copy<unsigned short, 16>((unsigned short *)st, (const unsigned short *)g, bytes >> 1, lane);
+	}
+}
+
 // The staging memory is dynamic: wstride bytes (R * wrow rounded up to 16) per warp.
 template <int T>
 __device__ __forceinline__ void mvs_body(const uint8_t *__restrict__ W, int wrow, const float *__restrict__ X, int ldx,
@@ -380,13 +477,7 @@ __device__ __forceinline__ void mvs_body(const uint8_t *__restrict__ W, int wrow
 	if (active) {
 		const uint8_t *g = W + (size_t)row0 * wrow;
 		int bytes = rows * wrow;
-		if ((((size_t)g | bytes) & 15) == 0) {
-			stage_copy<uint4, 8>((uint4 *)st, (const uint4 *)g, bytes >> 4, lane);
-		} else if ((((size_t)g | bytes) & 3) == 0) {
-			stage_copy<uint32_t, 16>((uint32_t *)st, (const uint32_t *)g, bytes >> 2, lane);
-		} else {
-			stage_copy<unsigned short, 16>((unsigned short *)st, (const unsigned short *)g, bytes >> 1, lane);
-		}
+		stage_rows(st, g, bytes, lane);
 	}
 	// With xsm (one activation row), the block copies it to shared memory once, 4 floats of
 	// padding after every 32 so that the lanes' float4 reads of their chunks hit different banks.
@@ -405,6 +496,10 @@ __device__ __forceinline__ void mvs_body(const uint8_t *__restrict__ W, int wrow
 #pragma unroll
 		for (int m = 0; m < MV_MAXM; m++) acc[m] = 0.0f;
 		for (int c = lane; c < chunks; c += 32) {
+			if (M == 1) {
+				acc[0] += dot32<T>(row, c, xsm ? (const float4 *)(xs + 36 * c) : (const float4 *)(X + 32 * c));
+				continue;
+			}
 			float w[32];
 			dq32<T>(row, c, w);
 #pragma unroll
@@ -450,69 +545,193 @@ __device__ __forceinline__ double block_sum(double v, double *red) {
 	return t;
 }
 
-template <int T>
-__device__ __forceinline__ void mvsln_body(const uint8_t *__restrict__ W, int wrow, const float *__restrict__ X,
-		float *__restrict__ Y, int N, int K, const float *bias, const float *res, int act, int wstride,
-		const float *lnw, const float *lnb, float eps) {
-	extern __shared__ __align__(16) uint8_t stage[];
-	__shared__ double red[32];
-	int tid = threadIdx.x, wid = tid >> 5, lane = tid & 31, bd = blockDim.x;
-	int n = blockIdx.x * (bd >> 5) + wid;
-	bool active = n < N;
-	uint8_t *st = stage + wid * wstride;
-	float *xs = (float *)(stage + (bd >> 5) * wstride);
-	if (active) {
-		const uint8_t *g = W + (size_t)n * wrow;
-		if ((((size_t)g | wrow) & 15) == 0) {
-			stage_copy<uint4, 8>((uint4 *)st, (const uint4 *)g, wrow >> 4, lane);
-		} else if ((((size_t)g | wrow) & 3) == 0) {
-			stage_copy<uint32_t, 16>((uint32_t *)st, (const uint32_t *)g, wrow >> 2, lane);
-		} else {
-			stage_copy<unsigned short, 16>((unsigned short *)st, (const unsigned short *)g, wrow >> 1, lane);
-		}
+// block_sum2 sums two values over the block at once (one barrier round instead of two).
+__device__ __forceinline__ void block_sum2(double &a, double &b, double *red) {
+	int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+	for (int o = 16; o > 0; o >>= 1) {
+		a += __shfl_xor_sync(0xffffffffu, a, o);
+		b += __shfl_xor_sync(0xffffffffu, b, o);
 	}
-	float v[LN_MAXE];
-	double s = 0;
+	if (lane == 0) red[wid] = a, red[32 + wid] = b;
+	__syncthreads();
+	a = 0, b = 0;
+	for (int w = 0; w < nw; w++) a += red[w], b += red[32 + w];
+}
+
+// norm_row writes the layer norm of the row X (K <= LN_MAXE * blockDim.x elements) into xs
+// with 4 floats of padding after every 32 (so that lanes reading their chunks' float4s hit
+// different banks). One pass: the sum and the sum of squares in double (exact enough for float
+// rows: the cancellation in E[x^2] - mean^2 loses ~1e-16 * mean^2/var), one barrier round; the
+// norm's weight and bias are loaded with the row, not after the reduction. The caller
+// synchronizes before reading xs.
+__device__ __forceinline__ void norm_row(const float *__restrict__ X, int K, const float *__restrict__ lnw,
+		const float *__restrict__ lnb, float eps, float *xs, double *red) {
+	int tid = threadIdx.x, bd = blockDim.x;
+	float v[LN_MAXE], gw[LN_MAXE], gb[LN_MAXE];
+	double s = 0, q = 0;
 #pragma unroll
 	for (int i = 0; i < LN_MAXE; i++) {
 		int k = tid + i * bd;
 		v[i] = k < K ? X[k] : 0.0f;
-		s += v[i];
+		gw[i] = lnw && k < K ? lnw[k] : 1.0f;
+		gb[i] = lnb && k < K ? lnb[k] : 0.0f;
 	}
-	double mean = block_sum(s, red) / K, q = 0;
 #pragma unroll
-	for (int i = 0; i < LN_MAXE; i++) {
-		double d = (double)v[i] - mean;
-		if (tid + i * bd < K) q += d * d;
-	}
-	double rstd = 1.0 / sqrt(block_sum(q, red) / K + (double)eps);
+	for (int i = 0; i < LN_MAXE; i++) s += v[i], q += (double)v[i] * v[i];
+	block_sum2(s, q, red);
+	double mean = s / K, rstd = 1.0 / sqrt(max(q / K - mean * mean, 0.0) + (double)eps);
 #pragma unroll
 	for (int i = 0; i < LN_MAXE; i++) {
 		int k = tid + i * bd;
 		if (k < K) {
 			float o = (float)(((double)v[i] - mean) * rstd);
-			if (lnw) o *= lnw[k];
-			if (lnb) o += lnb[k];
+			if (lnw) o *= gw[i];
+			if (lnb) o += gb[i];
 			xs[k + (k >> 5) * 4] = o;
 		}
 	}
+}
+
+template <int T>
+__device__ __forceinline__ void mvsln_body(const uint8_t *__restrict__ W, int wrow, const float *__restrict__ X,
+		float *__restrict__ Y, int N, int K, const float *bias, const float *res, int act, int wstride,
+		const float *lnw, const float *lnb, float eps) {
+	extern __shared__ __align__(16) uint8_t stage[];
+	__shared__ double red2[64];
+	int tid = threadIdx.x, wid = tid >> 5, lane = tid & 31, bd = blockDim.x;
+	int n = blockIdx.x * (bd >> 5) + wid;
+	bool active = n < N;
+	uint8_t *st = stage + wid * wstride;
+	float *xs = (float *)(stage + (bd >> 5) * wstride);
+	// the epilogue's operands now, not after the product: a cold line is a DRAM round trip
+	float bv = 0.0f, rv = 0.0f;
+	if (active && lane == 0) {
+		if (bias) bv = bias[n];
+		if (res) rv = res[n];
+	}
+	if (active) {
+		const uint8_t *g = W + (size_t)n * wrow;
+		stage_rows(st, g, wrow, lane);
+	}
+	norm_row(X, K, lnw, lnb, eps, xs, red2);
 	__syncthreads();
 	if (!active) return;
 	float acc = 0.0f;
-	for (int c = lane; c < (K >> 5); c += 32) {
-		float w[32];
-		dq32<T>(st, c, w);
-		const float4 *x = (const float4 *)(xs + 36 * c);
-		float sum = 0.0f;
-#pragma unroll
-		for (int i = 0; i < 8; i++) {
-			float4 xv = x[i];
-			sum += w[4 * i] * xv.x + w[4 * i + 1] * xv.y + w[4 * i + 2] * xv.z + w[4 * i + 3] * xv.w;
-		}
-		acc += sum;
-	}
+	for (int c = lane; c < (K >> 5); c += 32) acc += dot32<T>(st, c, (const float4 *)(xs + 36 * c));
 	acc = warp_sum(acc);
-	if (lane == 0) Y[n] = epi(acc, n, 0, bias, res, 0, act);
+	if (lane == 0) {
+		float v = acc + bv;
+		if (act == 1) v = gelu(v);
+		Y[n] = res ? rv + v : v;
+	}
+}
+
+// mvsp: the staged mat-vec for long outputs (the vocabulary) of one activation row, pipelined:
+// a warp walks several groups of R rows (grid-stride), and while it computes one group from
+// shared memory the next group is already on its way there (cp.async, no registers held), so
+// the memory latency is paid once per warp instead of once per group. Two staging buffers of
+// wstride bytes per warp; u (16, 8 or 4) is the copy unit, dividing the weight address and the
+// size of a group of R rows.
+__device__ __forceinline__ void cp_async(void *dst, const void *src, int u) {
+	unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+	if (u == 16)
+		asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
+	else if (u == 8)
+		asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(d), "l"(src));
+	else
+		asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(d), "l"(src));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_wait1() { asm volatile("cp.async.wait_group 1;\n" ::); }
+__device__ __forceinline__ void cp_async_wait0() { asm volatile("cp.async.wait_group 0;\n" ::); }
+
+// stage_async copies bytes (even) asynchronously in units of u, the last bytes short of a unit
+// (a partial last group of rows) with plain 2-byte loads and stores.
+__device__ __forceinline__ void stage_async(uint8_t *dst, const uint8_t *src, int bytes, int u, int lane) {
+	int full = bytes & ~(u - 1);
+	for (int i = lane * u; i < full; i += 32 * u) cp_async(dst + i, src + i, u);
+	for (int i = full + 2 * lane; i < bytes; i += 64) *(unsigned short *)(dst + i) = *(const unsigned short *)(src + i);
+}
+
+template <int T>
+__device__ __forceinline__ void mvsp_body(const uint8_t *__restrict__ W, int wrow, const float *__restrict__ X,
+		float *__restrict__ Y, int N, int K, const float *bias, const float *res, int act, int R, int wstride, int u) {
+	extern __shared__ __align__(16) uint8_t stage[];
+	int nw = blockDim.x >> 5, wid = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	uint8_t *buf[2] = {stage + wid * 2 * wstride, stage + wid * 2 * wstride + wstride};
+	float *xs = (float *)(stage + nw * 2 * wstride);
+	int groups = (N + R - 1) / R, step = gridDim.x * nw, g = blockIdx.x * nw + wid;
+	if (g < groups) stage_async(buf[0], W + (size_t)g * R * wrow, min(R, N - g * R) * wrow, u, lane);
+	cp_async_commit();
+	for (int k = threadIdx.x; k < K; k += blockDim.x) xs[k + (k >> 5) * 4] = X[k];
+	__syncthreads();
+	int chunks = K >> 5;
+	for (int i = 0; g < groups; g += step, i++) {
+		int gn = g + step;
+		if (gn < groups) stage_async(buf[(i + 1) & 1], W + (size_t)gn * R * wrow, min(R, N - gn * R) * wrow, u, lane);
+		cp_async_commit();
+		cp_async_wait1(); // this lane's copies of group g are done ...
+		__syncwarp();     // ... and every lane's
+		const uint8_t *cur = buf[i & 1];
+		int rows = min(R, N - g * R);
+		for (int r = 0; r < rows; r++) {
+			float acc = 0.0f;
+			for (int c = lane; c < chunks; c += 32) acc += dot32<T>(cur + r * wrow, c, (const float4 *)(xs + 36 * c));
+			acc = warp_sum(acc);
+			if (lane == 0) Y[g * R + r] = epi(acc, g * R + r, 0, bias, res, 0, act);
+		}
+		__syncwarp(); // the buffer is refilled in the next iteration but one
+	}
+	cp_async_wait0();
+}
+
+// mvd: the decode mat-vec (one activation row) without staging, for short outputs: a decode
+// step's products are 0.3-1.7 MB each, too small to reach the memory bandwidth, so what counts
+// is how many dependent memory round trips a warp makes and how many SMs have work. Lanes read
+// their chunks straight from global memory (no barrier before the weights are in flight), the
+// epilogue's bias and residual are fetched at entry, and WR warps share a row (each a
+// contiguous slice of its chunks, partial sums added through shared memory) so that long rows
+// (K = 3072) still give every lane one chunk. A block is WR * RPB warps: RPB rows. With ln
+// (mvsln's fusion) every block first normalizes the input row into shared memory (statistics
+// in double, as layer_norm); measured slower than mvsln, so only GORUN_CUDA_MVD=2 uses it.
+template <int T>
+__device__ __forceinline__ void mvd_body(const uint8_t *__restrict__ W, int wrow, const float *__restrict__ X,
+		float *__restrict__ Y, int N, int K, const float *__restrict__ bias, const float *__restrict__ res, int act,
+		int WR, int ln, const float *__restrict__ lnw, const float *__restrict__ lnb, float eps) {
+	extern __shared__ __align__(16) float xs[]; // with ln: K + K/8 floats
+	__shared__ float part[32];
+	__shared__ double red[64];
+	int tid = threadIdx.x, wid = tid >> 5, lane = tid & 31, nw = blockDim.x >> 5;
+	int n = blockIdx.x * (nw / WR) + wid / WR, p = wid % WR;
+	bool active = n < N;
+	bool head = active && p == 0 && lane == 0;
+	float bv = 0.0f, rv = 0.0f;
+	if (head) {
+		if (bias) bv = bias[n];
+		if (res) rv = res[n];
+	}
+	int C = K >> 5, c1 = (p + 1) * C / WR;
+	int c = p * C / WR + lane;
+	const uint8_t *row = W + (size_t)(active ? n : 0) * wrow;
+	bool has = active && c < c1;
+	if (ln) {
+		norm_row(X, K, lnw, lnb, eps, xs, red);
+		__syncthreads();
+	}
+	float acc = 0.0f;
+	for (; has && c < c1; c += 32) acc += dot32<T>(row, c, ln ? (const float4 *)(xs + 36 * c) : (const float4 *)(X + 32 * c));
+	acc = warp_sum(acc);
+	if (WR > 1) {
+		if (lane == 0) part[wid] = acc;
+		__syncthreads();
+		if (head)
+			for (int q = 1; q < WR; q++) acc += part[wid + q];
+	}
+	if (head) {
+		float v = acc + bv;
+		if (act == 1) v = gelu(v);
+		Y[n] = res ? rv + v : v;
+	}
 }
 
 // mv1: the element-by-element form, for rows whose chunks are not aligned for wide loads.
@@ -879,6 +1098,23 @@ __device__ __forceinline__ void getrows_body(const uint8_t *__restrict__ table, 
 	for (int k = threadIdx.x; k < K; k += blockDim.x) Y[(size_t)i * ldy + k] = dq<T>(row, k);
 }
 
+// embed: get_rows of a table of type T plus get_rows of float32 rows (the position
+// embedding), as one launch.
+template <int T>
+__device__ __forceinline__ void embed_body(const uint8_t *__restrict__ table, int rowbytes, int nrows, const int *ids,
+		float *__restrict__ Y, int ldy, int K, unsigned *status, const float *__restrict__ ptab, int ldp, int prows,
+		const int *pids) {
+	int i = blockIdx.x;
+	int id = ids[i], pid = pids[i];
+	if (id < 0 || id >= nrows || pid < 0 || pid >= prows) {
+		if (threadIdx.x == 0) atomicOr(status, ST_BAD_ID);
+		return;
+	}
+	const uint8_t *row = table + (size_t)id * rowbytes;
+	const float *prow = ptab + (size_t)pid * ldp;
+	for (int k = threadIdx.x; k < K; k += blockDim.x) Y[(size_t)i * ldy + k] = dq<T>(row, k) + prow[k];
+}
+
 #define INSTANTIATE(T, name)                                                                                   \
 	extern "C" __global__ void __launch_bounds__(256) mv_##name(const uint8_t *W, int wrow, const float *X,     \
 			int ldx, float *Y, int ldy, int N, int M, int K, const float *bias, const float *res, int ldres,      \
@@ -894,6 +1130,15 @@ __device__ __forceinline__ void getrows_body(const uint8_t *__restrict__ table, 
 			float *Y, int N, int K, const float *bias, const float *res, int act, int wstride, const float *lnw, \
 			const float *lnb, float eps) {                                                                     \
 		mvsln_body<T>(W, wrow, X, Y, N, K, bias, res, act, wstride, lnw, lnb, eps);                            \
+	}                                                                                                          \
+	extern "C" __global__ void __launch_bounds__(256) mvd_##name(const uint8_t *W, int wrow, const float *X,    \
+			float *Y, int N, int K, const float *bias, const float *res, int act, int WR, int ln,               \
+			const float *lnw, const float *lnb, float eps) {                                                   \
+		mvd_body<T>(W, wrow, X, Y, N, K, bias, res, act, WR, ln, lnw, lnb, eps);                               \
+	}                                                                                                          \
+	extern "C" __global__ void __launch_bounds__(256) mvsp_##name(const uint8_t *W, int wrow, const float *X,   \
+			float *Y, int N, int K, const float *bias, const float *res, int act, int R, int wstride, int u) {   \
+		mvsp_body<T>(W, wrow, X, Y, N, K, bias, res, act, R, wstride, u);                                      \
 	}                                                                                                          \
 	extern "C" __global__ void __launch_bounds__(256) mmt_##name(const uint8_t *W, int wrow, const float *X,    \
 			int ldx, float *Y, int ldy, int N, int M, int K, const float *bias, const float *res, int ldres,      \
@@ -919,6 +1164,10 @@ __device__ __forceinline__ void getrows_body(const uint8_t *__restrict__ table, 
 			int ldx, float *Y, int ldy, int N, int M, int K, const float *bias, const float *res, int ldres,      \
 			int act) {                                                                                         \
 		mm_body<T>(W, wrow, X, ldx, Y, ldy, N, M, K, bias, res, ldres, act);                                   \
+	}                                                                                                          \
+	extern "C" __global__ void embed_##name(const uint8_t *table, int rowbytes, int nrows, const int *ids,      \
+			float *Y, int ldy, int K, unsigned *status, const float *ptab, int ldp, int prows, const int *pids) {  \
+		embed_body<T>(table, rowbytes, nrows, ids, Y, ldy, K, status, ptab, ldp, prows, pids);                \
 	}                                                                                                          \
 	extern "C" __global__ void getrows_##name(const uint8_t *table, int rowbytes, int nrows, const int *ids,    \
 			float *Y, int ldy, int K, unsigned *status) {                                                      \

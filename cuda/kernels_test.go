@@ -333,12 +333,16 @@ func TestMulMatLayerNormDecode(t *testing.T) {
 // Vocabulary-sized outputs: each warp stages four rows.
 func TestMulMatLong(t *testing.T) {
 	g := gpu(t)
-	const K, N = 256, 16411
+	const N = 16411 // a partial last group of rows
 	rng := rand.New(rand.NewPCG(9, 8))
-	for _, typ := range []quant.Type{quant.Q6_K, quant.Q4_0, quant.F16} {
+	for _, c := range []struct {
+		typ quant.Type
+		K   int
+	}{{quant.Q6_K, 256}, {quant.Q4_0, 256}, {quant.F16, 256}, {quant.Q6_K, 768}, {quant.Q8_0, 768}, {quant.F16, 768}} {
+		typ, K := c.typ, c.K
 		w := quantized(t, rng, typ, K, N)
 		x := randF32(rng, K, 1)
-		t.Run(typ.String(), func(t *testing.T) {
+		t.Run(fmt.Sprintf("%v_K%d", typ, K), func(t *testing.T) {
 			compare(t, g, 2e-5, func(e *env) *graph.Tensor {
 				return e.ctx.MulMat(e.weight("w", typ, w, K, N), e.inputF32("x", x, K, 1))
 			})
@@ -356,6 +360,20 @@ func TestGetRows(t *testing.T) {
 		t.Run(typ.String(), func(t *testing.T) {
 			compare(t, g, 1e-6, func(e *env) *graph.Tensor {
 				return e.ctx.GetRows(e.weight("table", typ, w, K, R), e.inputI32("ids", ids))
+			})
+		})
+	}
+	// The embedding pattern (token rows + float32 position rows) is one fused launch (embed).
+	rng := rand.New(rand.NewPCG(7, 7))
+	posTab := randF32(rng, K*8, 1)
+	pos := []int32{0, 1, 7, 2, 5}
+	for _, typ := range weightTypes {
+		w := quantized(t, rand.New(rand.NewPCG(uint64(typ), 3)), typ, K, R)
+		t.Run("embed_"+typ.String(), func(t *testing.T) {
+			compare(t, g, 1e-6, func(e *env) *graph.Tensor {
+				tok := e.ctx.GetRows(e.weight("table", typ, w, K, R), e.inputI32("ids", ids))
+				p := e.ctx.GetRows(e.weight("pos", quant.F32, quant.F32Bytes(posTab), K, 8), e.inputI32("pos", pos))
+				return e.ctx.Add(tok, p)
 			})
 		})
 	}
