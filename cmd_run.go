@@ -17,6 +17,7 @@ import (
 
 	"github.com/gorun-dev/gorun/graph"
 	"github.com/gorun-dev/gorun/llm"
+	"github.com/gorun-dev/gorun/tokenizer"
 )
 
 // modelFlags are the options every command that loads a model shares.
@@ -106,99 +107,187 @@ func noGPUBuild(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "built without GPU support")
 }
 
-func cmdRun(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("run", "gorun -m MODEL.gguf -p PROMPT [options]: generate text after a prompt", stderr)
-	var mf modelFlags
-	mf.register(fs)
+// runFlags are the run command's options (llama-cli's names and defaults).
+type runFlags struct {
+	mf                             modelFlags
+	prompt, promptFile             string
+	escape, noEscape               bool
+	n                              int
+	temp, topP, minP, rep          float64
+	freq, pres                     float64
+	topK, repN                     int
+	bias                           logitBias
+	stops                          stringList
+	seed                           int64
+	noPrompt, ignoreEOS            bool
+	version                        bool
+	interactive, first, cnv, noCnv bool
+	inPrefix, inSuffix, system     string
+	keep                           int
+	ctxShift, noCtxShift           bool
+}
+
+func (f *runFlags) register(fs *flag.FlagSet) {
+	f.mf.register(fs)
 	def := llm.DefaultSampleOptions()
-	prompt := fs.String("p", "", "`prompt` text (escapes such as \\n are processed unless --no-escape)")
-	fs.StringVar(prompt, "prompt", "", "same as -p")
-	promptFile := fs.String("f", "", "read the prompt from `FILE` (one trailing newline is dropped)")
-	fs.StringVar(promptFile, "file", "", "same as -f")
-	escape := fs.Bool("e", true, "process escapes (\\n, \\t, \\', \\\", \\\\, \\xNN) in -p (the default)")
-	fs.BoolVar(escape, "escape", true, "same as -e")
-	noEscape := fs.Bool("no-escape", false, "take -p literally")
-	n := fs.Int("n", -1, "tokens to generate (-1: until end of text or a full context; 0: none)")
-	fs.IntVar(n, "n-predict", -1, "same as -n")
-	fs.IntVar(n, "predict", -1, "same as -n")
-	temp := fs.Float64("temp", def32(def.Temperature), "temperature (0: greedy)")
-	topK := fs.Int("top-k", def.TopK, "top-k sampling (0: off)")
-	topP := fs.Float64("top-p", def32(def.TopP), "top-p sampling (1: off)")
-	minP := fs.Float64("min-p", def32(def.MinP), "min-p sampling (0: off)")
-	rep := fs.Float64("repeat-penalty", def32(def.RepeatPenalty), "penalty for repeating recent tokens (1: off)")
-	repN := fs.Int("repeat-last-n", def.RepeatLastN, "recent tokens the repeat, frequency and presence penalties look at (0: off, -1: the context)")
-	freq := fs.Float64("frequency-penalty", 0, "subtract this times a token's count among the recent tokens from its logit (0: off)")
-	pres := fs.Float64("presence-penalty", 0, "subtract this from the logit of a token among the recent tokens (0: off)")
-	var bias logitBias
-	fs.Var(&bias, "l", "`TOKEN(+|-)BIAS`: add BIAS to the token's logit (15043+1, 50256-inf); repeatable")
-	fs.Var(&bias, "logit-bias", "same as -l")
-	var stops stringList
-	fs.Var(&stops, "r", "stop when the text `PROMPT` is generated (llama-cli's reverse prompt); repeatable")
-	fs.Var(&stops, "reverse-prompt", "same as -r")
-	seed := fs.Int64("seed", -1, "random seed (-1: a random one, printed to stderr)")
-	fs.Int64Var(seed, "s", -1, "same as --seed")
-	noPrompt := fs.Bool("no-display-prompt", false, "do not echo the prompt")
-	ignoreEOS := fs.Bool("ignore-eos", false, "keep generating past the end-of-text token")
+	fs.StringVar(&f.prompt, "p", "", "`prompt` text (escapes such as \\n are processed unless --no-escape)")
+	fs.StringVar(&f.prompt, "prompt", "", "same as -p")
+	fs.StringVar(&f.promptFile, "f", "", "read the prompt from `FILE` (one trailing newline is dropped)")
+	fs.StringVar(&f.promptFile, "file", "", "same as -f")
+	fs.BoolVar(&f.escape, "e", true, "process escapes (\\n, \\t, \\', \\\", \\\\, \\xNN) in -p, -r, --in-prefix, --in-suffix, -sys and typed input (the default)")
+	fs.BoolVar(&f.escape, "escape", true, "same as -e")
+	fs.BoolVar(&f.noEscape, "no-escape", false, "take those texts literally")
+	fs.IntVar(&f.n, "n", -1, "tokens to generate (-1: until end of text or a full context; 0: none); in interactive mode, per answer")
+	fs.IntVar(&f.n, "n-predict", -1, "same as -n")
+	fs.IntVar(&f.n, "predict", -1, "same as -n")
+	fs.Float64Var(&f.temp, "temp", def32(def.Temperature), "temperature (0: greedy)")
+	fs.IntVar(&f.topK, "top-k", def.TopK, "top-k sampling (0: off)")
+	fs.Float64Var(&f.topP, "top-p", def32(def.TopP), "top-p sampling (1: off)")
+	fs.Float64Var(&f.minP, "min-p", def32(def.MinP), "min-p sampling (0: off)")
+	fs.Float64Var(&f.rep, "repeat-penalty", def32(def.RepeatPenalty), "penalty for repeating recent tokens (1: off)")
+	fs.IntVar(&f.repN, "repeat-last-n", def.RepeatLastN, "recent tokens the repeat, frequency and presence penalties look at (0: off, -1: the context)")
+	fs.Float64Var(&f.freq, "frequency-penalty", 0, "subtract this times a token's count among the recent tokens from its logit (0: off)")
+	fs.Float64Var(&f.pres, "presence-penalty", 0, "subtract this from the logit of a token among the recent tokens (0: off)")
+	fs.Var(&f.bias, "l", "`TOKEN(+|-)BIAS`: add BIAS to the token's logit (15043+1, 50256-inf); repeatable")
+	fs.Var(&f.bias, "logit-bias", "same as -l")
+	fs.Var(&f.stops, "r", "reverse prompt `PROMPT`: stop where the text is generated (not shown); in interactive mode, shown, and control returns to the user; repeatable")
+	fs.Var(&f.stops, "reverse-prompt", "same as -r")
+	fs.Int64Var(&f.seed, "seed", -1, "random seed (-1: a random one, printed to stderr)")
+	fs.Int64Var(&f.seed, "s", -1, "same as --seed")
+	fs.BoolVar(&f.noPrompt, "no-display-prompt", false, "do not echo the prompt")
+	fs.BoolVar(&f.ignoreEOS, "ignore-eos", false, "keep generating past the end-of-text token")
 	fs.Bool("no-mmap", false, "accepted for llama-cli's command lines; no effect (gorun reads the model as it always does)")
-	interactive := fs.Bool("i", false, "interactive mode: not implemented (refused)")
-	fs.BoolVar(interactive, "interactive", false, "same as -i")
-	fs.Bool("version", false, "print the version and exit")
-	if err := parseModelFlags(fs, args, &mf.model, stderr); err != nil {
-		if fs.Lookup("version").Value.String() == "true" && !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(stdout, versionLine())
-			return nil
-		}
-		return err
-	}
-	if fs.Lookup("version").Value.String() == "true" {
-		fmt.Fprintln(stdout, versionLine())
-		return nil
-	}
-	if *interactive {
-		return usageError(fs, stderr, "-i (interactive mode) is not implemented: give the text with -p or -f, or use 'gorun serve'")
-	}
-	if *escape && !*noEscape {
-		*prompt = processEscapes(*prompt)
-	}
-	text, err := promptText(fs, stderr, *prompt, *promptFile)
-	if err != nil {
-		return err
-	}
+	fs.BoolVar(&f.version, "version", false, "print the version and exit")
+	fs.BoolVar(&f.interactive, "i", false, "interactive mode: after each answer (end of text, -n tokens, a reverse prompt, Ctrl-C) the user types the next input")
+	fs.BoolVar(&f.interactive, "interactive", false, "same as -i")
+	fs.BoolVar(&f.first, "if", false, "interactive mode, the user first: the prompt is read, then the user types")
+	fs.BoolVar(&f.first, "interactive-first", false, "same as -if")
+	fs.BoolVar(&f.cnv, "cnv", false, "conversation mode: interactive, each input a 'User:' line and each answer an 'Assistant:' line (GPT-2 has no chat template); -p is the first message")
+	fs.BoolVar(&f.cnv, "conversation", false, "same as -cnv")
+	fs.BoolVar(&f.noCnv, "no-cnv", false, "no conversation mode (the default: GPT-2 has no chat template)")
+	fs.BoolVar(&f.noCnv, "no-conversation", false, "same as -no-cnv")
+	fs.StringVar(&f.system, "sys", "", "conversation mode: a system `PROMPT`, the conversation's first paragraph")
+	fs.StringVar(&f.system, "system-prompt", "", "same as -sys")
+	fs.StringVar(&f.inPrefix, "in-prefix", "", "interactive mode: `TEXT` before each input (shown when the user is asked)")
+	fs.StringVar(&f.inSuffix, "in-suffix", "", "interactive mode: `TEXT` after each input (shown after it)")
+	fs.IntVar(&f.keep, "keep", 0, "tokens at the start of the prompt a context shift keeps (-1: all of the initial prompt)")
+	fs.BoolVar(&f.ctxShift, "context-shift", false, "when the context fills, drop the older half of what follows --keep and go on (the default in interactive mode)")
+	fs.BoolVar(&f.noCtxShift, "no-context-shift", false, "stop when the context fills (the default without -i)")
+}
+
+// check refuses out-of-range and conflicting options, naming them, and processes the escapes
+// of the texts that take them.
+func (f *runFlags) check(fs *flag.FlagSet, stderr io.Writer) error {
 	for _, c := range []struct {
 		bad  bool
 		name string
 		want string
 	}{
-		{*temp < 0, "--temp", "must be >= 0"},
-		{*topK < 0, "--top-k", "must be >= 0"},
-		{*topP <= 0 || *topP > 1, "--top-p", "must be in (0, 1]"},
-		{*minP < 0 || *minP > 1, "--min-p", "must be in [0, 1]"},
-		{*rep <= 0, "--repeat-penalty", "must be > 0"},
-		{*freq < -2 || *freq > 2, "--frequency-penalty", "must be in [-2, 2]"},
-		{*pres < -2 || *pres > 2, "--presence-penalty", "must be in [-2, 2]"},
+		{f.temp < 0, "--temp", "must be >= 0"},
+		{f.topK < 0, "--top-k", "must be >= 0"},
+		{f.topP <= 0 || f.topP > 1, "--top-p", "must be in (0, 1]"},
+		{f.minP < 0 || f.minP > 1, "--min-p", "must be in [0, 1]"},
+		{f.rep <= 0, "--repeat-penalty", "must be > 0"},
+		{f.freq < -2 || f.freq > 2, "--frequency-penalty", "must be in [-2, 2]"},
+		{f.pres < -2 || f.pres > 2, "--presence-penalty", "must be in [-2, 2]"},
+		{f.keep < -1, "--keep", "must be >= -1"},
+		{f.ctxShift && f.noCtxShift, "--context-shift", "and --no-context-shift contradict each other"},
+		{f.cnv && f.noCnv, "-cnv", "and -no-cnv contradict each other"},
+		{f.cnv && (f.inPrefix != "" || f.inSuffix != ""), "--in-prefix/--in-suffix", "do not apply to -cnv (its template wraps the input): use -i"},
+		{f.system != "" && !f.cnv, "-sys", "needs -cnv (conversation mode)"},
 	} {
 		if c.bad {
 			return usageError(fs, stderr, "%s %s", c.name, c.want)
 		}
 	}
-	for _, r := range stops {
+	for _, r := range f.stops {
 		if r == "" {
 			return usageError(fs, stderr, "-r/--reverse-prompt must not be empty")
 		}
 	}
-	s := uint64(*seed)
-	if *seed < 0 {
-		s = rand.Uint64() >> 1
-		if *temp > 0 { // greedy decoding draws no random numbers
-			fmt.Fprintf(stderr, "seed = %d\n", s)
+	if f.escape && !f.noEscape {
+		// llama-cli processes the escapes of all these (common_params_parse).
+		for _, s := range []*string{&f.prompt, &f.inPrefix, &f.inSuffix, &f.system} {
+			*s = processEscapes(*s)
+		}
+		for i := range f.stops {
+			f.stops[i] = processEscapes(f.stops[i])
 		}
 	}
-	m, err := mf.load(stderr)
+	return nil
+}
+
+// interactiveMode reports whether the user types inputs (-i, -if, -cnv).
+func (f *runFlags) interactiveMode() bool { return f.interactive || f.first || f.cnv }
+
+// shifting reports whether a full context is shifted: by default in interactive mode only.
+func (f *runFlags) shifting() bool {
+	return !f.noCtxShift && (f.ctxShift || f.interactiveMode())
+}
+
+// generateOptions are the sampling options in llm's terms, where a zero option means its
+// default.
+func (f *runFlags) generateOptions(seed uint64) llm.GenerateOptions {
+	opts := llm.GenerateOptions{IgnoreEOS: f.ignoreEOS, Sample: llm.SampleOptions{
+		Temperature: float32(f.temp), TopK: f.topK, TopP: float32(f.topP), MinP: float32(f.minP),
+		RepeatPenalty: float32(f.rep), RepeatLastN: f.repN, Seed: seed,
+	}}
+	if f.topK == 0 {
+		opts.Sample.TopK = llm.NoTopK
+	}
+	if f.minP == 0 {
+		opts.Sample.MinP = llm.NoMinP
+	}
+	switch {
+	case f.repN == 0:
+		opts.Sample.RepeatPenalty = 1 // no window: no penalty
+	case f.repN < 0:
+		opts.Sample.RepeatLastN = llm.WholeContext
+	}
+	return opts
+}
+
+// resolveSeed returns --seed, or a random seed (printed when sampling draws from it).
+func (f *runFlags) resolveSeed(stderr io.Writer) uint64 {
+	if f.seed >= 0 {
+		return uint64(f.seed)
+	}
+	s := rand.Uint64() >> 1
+	if f.temp > 0 { // greedy decoding draws no random numbers
+		fmt.Fprintf(stderr, "seed = %d\n", s)
+	}
+	return s
+}
+
+func cmdRun(args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("run", "gorun -m MODEL.gguf -p PROMPT [options]: generate text after a prompt (-i: interactively)", stderr)
+	var f runFlags
+	f.register(fs)
+	if err := parseModelFlags(fs, args, &f.mf.model, stderr); err != nil {
+		if f.version && !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stdout, versionLine())
+			return nil
+		}
+		return err
+	}
+	if f.version {
+		fmt.Fprintln(stdout, versionLine())
+		return nil
+	}
+	if err := f.check(fs, stderr); err != nil {
+		return err
+	}
+	text, err := promptText(fs, stderr, f.prompt, f.promptFile)
+	if err != nil {
+		return err
+	}
+	seed := f.resolveSeed(stderr)
+	m, err := f.mf.load(stderr)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	for id := range bias {
+	for id := range f.bias {
 		if int(id) >= m.Tokenizer().VocabSize() {
 			return usageError(fs, stderr, "--logit-bias: token %d is not in the vocabulary of %d tokens", id, m.Tokenizer().VocabSize())
 		}
@@ -207,56 +296,50 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	g := &generator{m: m, sess: sess, opts: f.generateOptions(seed), shift: f.shifting(), keep: f.keep,
+		adj: penalties{frequency: float32(f.freq), presence: float32(f.pres), lastN: f.repN, bias: f.bias}}
+	if f.interactiveMode() {
+		return runInteractive(g, &f, text, os.Stdin, stdout, stderr)
+	}
 	if err := checkPromptFits(m, sess, text); err != nil {
 		return err
 	}
+	if n := len(m.Tokenizer().Encode(text)); g.keep < 0 || g.keep > n {
+		g.keep = n // llama-cli's n_keep: -1 or more than the prompt is the whole prompt
+	}
+	g.opts.Stop = f.stops
+	return runOnce(g, &f, text, stdout, stderr)
+}
+
+// runOnce generates once after the prompt: the command without -i.
+func runOnce(g *generator, f *runFlags, text string, stdout, stderr io.Writer) error {
 	out := bufio.NewWriter(stdout)
-	if !*noPrompt {
+	if !f.noPrompt {
 		out.WriteString(text)
 		out.Flush()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	opts := llm.GenerateOptions{MaxTokens: *n, IgnoreEOS: *ignoreEOS, Stop: stops, Sample: llm.SampleOptions{
-		Temperature: float32(*temp), TopK: *topK, TopP: float32(*topP), MinP: float32(*minP),
-		RepeatPenalty: float32(*rep), RepeatLastN: *repN, Seed: s,
-	}}
-	// llama.cpp's flag values in llm's terms, where a zero option means its default.
-	if *topK == 0 {
-		opts.Sample.TopK = llm.NoTopK
-	}
-	if *minP == 0 {
-		opts.Sample.MinP = llm.NoMinP
-	}
-	switch {
-	case *repN == 0:
-		opts.Sample.RepeatPenalty = 1 // no window: no penalty
-	case *repN < 0:
-		opts.Sample.RepeatLastN = llm.WholeContext
-	}
-	if *n < 0 {
-		opts.MaxTokens = llm.NoLimit
-	}
-	emit := func(piece string) error {
-		out.WriteString(piece)
+	emit := func(p llm.Piece) error {
+		if p.Text == "" {
+			return nil
+		}
+		out.WriteString(p.Text)
 		return out.Flush() // stream: the user sees each piece as it is made
 	}
 	var st llm.Stats
-	adj := penalties{frequency: float32(*freq), presence: float32(*pres), lastN: *repN, bias: bias}
-	switch {
-	case *n == 0: // llama-cli's -n 0: nothing generated (llm's MaxTokens 0 means its default)
+	var err error
+	if f.n == 0 { // llama-cli's -n 0: nothing generated (llm's MaxTokens 0 means its default)
 		st.Stop = llm.StopLength
-	case adj.active():
-		st, err = generatePenalized(ctx, m, sess, text, opts, adj, emit)
-	default:
-		st, err = sess.Generate(ctx, text, opts, emit)
+	} else {
+		st, err = g.run(ctx, text, f.n, emit)
 	}
 	out.Flush()
 	fmt.Fprintln(stderr)
 	if st.Stop == llm.StopContextFull {
-		fmt.Fprintf(stderr, "gorun: stopped: the context of %d tokens is full\n", sess.ContextLength())
+		fmt.Fprintf(stderr, "gorun: stopped: the context of %d tokens is full\n", g.sess.ContextLength())
 	}
-	printTimings(stderr, m, st)
+	printStats(stderr, g, st, f.n, "")
 	return err
 }
 
@@ -297,23 +380,20 @@ func (p penalties) apply(dst, logits []float32, tokens []int32) {
 
 // generatePenalized is the library's generation with the penalties applied to the logits
 // before its sampler sees them: same sampler and draws per position, same decoder, stop
-// strings held back until they cannot begin.
-func generatePenalized(ctx context.Context, m *llm.Model, sess *llm.Session, prompt string, opts llm.GenerateOptions, p penalties, emit func(string) error) (llm.Stats, error) {
+// strings held back until they cannot begin. It goes on from the session's context (the
+// interactive mode's later turns) and passes every token to emit, as GenerateTokens does.
+func generatePenalized(ctx context.Context, m *llm.Model, sess *llm.Session, prompt string, opts llm.GenerateOptions, p penalties, emit func(llm.Piece) error) (llm.Stats, error) {
 	var st llm.Stats
 	tok := m.Tokenizer()
 	start := time.Now()
-	tokens := tok.Encode(prompt)
-	if len(tokens) == 0 {
-		tokens = []int32{tok.EOS()} // as the library: an empty prompt starts a new text
-	}
-	st.PromptTokens = len(tokens)
-	logits, err := sess.EvalContext(ctx, tokens)
+	logits, err := evalPrompt(ctx, sess, tok, prompt, &st)
 	st.PromptTime = time.Since(start)
 	if err != nil {
-		st.Stop = llm.StopError
+		st.Stop = stopOnError(ctx)
 		return st, err
 	}
 	start = time.Now()
+	tokens := sess.Tokens() // the context: what the penalties count, and the sampler's position
 	sampler := llm.NewSampler(opts.Sample, len(logits))
 	st.Seed = sampler.Seed()
 	work := make([]float32, len(logits))
@@ -328,7 +408,7 @@ func generatePenalized(ctx context.Context, m *llm.Model, sess *llm.Session, pro
 		if held == "" {
 			return nil
 		}
-		return emit(held)
+		return emit(llm.Piece{Text: held, Token: -1})
 	}
 	for {
 		if err := ctx.Err(); err != nil {
@@ -338,7 +418,7 @@ func generatePenalized(ctx context.Context, m *llm.Model, sess *llm.Session, pro
 		if opts.MaxTokens > 0 && st.Tokens >= opts.MaxTokens {
 			return st, finish(llm.StopLength)
 		}
-		if sess.Pos() >= sess.ContextLength() {
+		if len(tokens) >= sess.ContextLength() {
 			return st, finish(llm.StopContextFull)
 		}
 		p.apply(work, logits, tokens)
@@ -346,29 +426,52 @@ func generatePenalized(ctx context.Context, m *llm.Model, sess *llm.Session, pro
 		if next == tok.EOS() && !opts.IgnoreEOS {
 			return st, finish(llm.StopEOS)
 		}
+		// The token joins the context before its text is shown, so that whatever ends the
+		// loop (a stop string, the caller, Ctrl-C) the session holds every token whose text
+		// was shown, as the library's sessions do; the next turn goes on from there.
+		if logits, err = sess.EvalContext(ctx, []int32{next}); err != nil {
+			st.Stop, st.GenTime = stopOnError(ctx), time.Since(start)
+			return st, err
+		}
 		tokens = append(tokens, next)
 		st.Tokens++
 		held += dec.Next(next)
+		piece := llm.Piece{Token: next}
 		if i, s := findStop(held, opts.Stop); i >= 0 {
 			st.Stop, st.StopString, st.GenTime = llm.StopString, s, time.Since(start)
-			return st, emit(held[:i])
+			piece.Text = held[:i]
+			return st, emit(piece)
 		}
-		if k := len(held) - stopPrefix(held, opts.Stop); k > 0 {
-			if err := emit(held[:k]); err != nil {
-				st.Stop = llm.StopCaller
-				return st, err
-			}
-			held = held[k:]
-		}
-		if logits, err = sess.EvalContext(ctx, []int32{next}); err != nil {
-			st.Stop = llm.StopError
-			if ctx.Err() != nil {
-				st.Stop = llm.StopCancelled
-			}
-			st.GenTime = time.Since(start)
+		k := len(held) - stopPrefix(held, opts.Stop)
+		piece.Text, held = held[:k], held[k:]
+		if err := emit(piece); err != nil {
+			st.Stop, st.GenTime = llm.StopCaller, time.Since(start)
 			return st, err
 		}
 	}
+}
+
+// evalPrompt appends the prompt's tokens to the context and returns the logits after it (an
+// empty prompt goes on from the context, or starts a new text at end-of-text, as the
+// library does).
+func evalPrompt(ctx context.Context, sess *llm.Session, tok *tokenizer.Tokenizer, prompt string, st *llm.Stats) ([]float32, error) {
+	ids := tok.Encode(prompt)
+	if len(ids) == 0 && sess.Pos() == 0 {
+		ids = []int32{tok.EOS()}
+	}
+	st.PromptTokens = len(ids)
+	if len(ids) == 0 {
+		return sess.Logits(ctx)
+	}
+	return sess.EvalContext(ctx, ids)
+}
+
+// stopOnError is the stop reason of a failed evaluation: cancelled when ctx was.
+func stopOnError(ctx context.Context) llm.StopReason {
+	if ctx.Err() != nil {
+		return llm.StopCancelled
+	}
+	return llm.StopError
 }
 
 // findStop returns the index of the first stop string in t and the string, or -1.
@@ -396,7 +499,10 @@ func stopPrefix(t string, stops []string) int {
 	return best
 }
 
-func printTimings(w io.Writer, m *llm.Model, st llm.Stats) {
+// printStats prints the end-of-run statistics: llama.cpp's timings, the context shifts, and
+// why generation stopped (ended: how an interactive session ended, or "").
+func printStats(w io.Writer, g *generator, st llm.Stats, nPredict int, ended string) {
+	m := g.m
 	perTok := func(n int, secs float64) (float64, float64) {
 		if n == 0 || secs == 0 {
 			return 0, 0
@@ -410,5 +516,33 @@ func printTimings(w io.Writer, m *llm.Model, st llm.Stats) {
 	ms, tps = perTok(st.Tokens, st.GenTime.Seconds())
 	fmt.Fprintf(w, "eval time        = %10.2f ms / %5d tokens (%8.2f ms per token, %8.2f tokens per second)\n",
 		float64(st.GenTime.Microseconds())/1e3, st.Tokens, ms, tps)
+	if g.shifts > 0 {
+		fmt.Fprintf(w, "context shifts   = %d (%d tokens evaluated again in %.2f ms; --keep %d)\n",
+			g.shifts, g.shiftTokens, float64(g.shiftTime.Microseconds())/1e3, g.keep)
+	}
 	fmt.Fprintf(w, "threads          = %d, backend = %s\n", m.Threads(), m.Backend().Name())
+	reason := stopReason(st, nPredict, g.sess.ContextLength())
+	if ended != "" {
+		reason = ended + "; last answer: " + reason
+	}
+	fmt.Fprintf(w, "stop reason      = %s\n", reason)
+}
+
+// stopReason names why generation stopped, in llama.cpp's terms where it has them.
+func stopReason(st llm.Stats, nPredict, nctx int) string {
+	switch st.Stop {
+	case llm.StopEOS:
+		return "eos (end of text)"
+	case llm.StopLength:
+		return fmt.Sprintf("n_predict (-n %d tokens)", nPredict)
+	case llm.StopString:
+		return fmt.Sprintf("reverse prompt %q", st.StopString)
+	case llm.StopContextFull:
+		return fmt.Sprintf("context full (%d tokens)", nctx)
+	case llm.StopCancelled:
+		return "interrupted"
+	case "":
+		return "none (nothing generated)"
+	}
+	return string(st.Stop)
 }

@@ -50,8 +50,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 	queue := fs.Int("queue", 64, "requests waiting for a slot before the server answers 503")
 	apiKey := fs.String("api-key", "", "require this key (Authorization: Bearer KEY); default: $GORUN_API_KEY")
 	alias := fs.String("alias", "", "model name the API reports and accepts (default: the file's name)")
-	n := fs.Int("n", 128, "tokens to generate when a request gives no max_tokens (-1: until end of text or a full context)")
-	fs.IntVar(n, "n-predict", 128, "same as -n")
+	// llama-server's default: a request without max_tokens (n_predict) generates until the
+	// end of text, a stop string or a full context, as `gorun -n -1` does.
+	n := fs.Int("n", -1, "tokens to generate when a request gives no max_tokens or n_predict (-1: until end of text, a stop string or a full context)")
+	fs.IntVar(n, "n-predict", -1, "same as -n")
+	fs.IntVar(n, "predict", -1, "same as -n")
 	tmpl := fs.String("chat-template", "", "chat template: Go text/template over .Messages (.Role, .Content), or @FILE (default: plain 'User:'/'Assistant:' lines)")
 	var chatStop stringList
 	fs.Var(&chatStop, "chat-stop", "stop string of every chat answer (repeatable; default \"\\nUser:\" with the default template)")

@@ -174,3 +174,42 @@ func TestServeGreedyEqualsCLI(t *testing.T) {
 		t.Errorf("server %q, gorun %q", r.Choices[0].Text, want)
 	}
 }
+
+// A request without max_tokens generates as llama-server's does by default (n_predict -1):
+// until the end of text or a full context; `gorun serve -n N` sets another default.
+func TestServeDefaultMaxTokens(t *testing.T) {
+	c, _ := testmodel.Preset("tiny") // a context of 64 tokens
+	model := filepath.Join(t.TempDir(), "m.gguf")
+	if err := testmodel.Write(model, c); err != nil {
+		t.Fatal(err)
+	}
+	const body = `{"prompt":"a","temperature":0,"ignore_eos":true}`
+	for _, tc := range []struct {
+		args   []string
+		tokens int
+	}{
+		{nil, c.NCtx - 1}, // the context is full
+		{[]string{"-n", "5"}, 5},
+		{[]string{"--n-predict", "7"}, 7},
+	} {
+		url, stop := serveFor(t, append([]string{"-m", model}, tc.args...)...)
+		for _, path := range []string{"/v1/completions", "/completion"} {
+			resp, err := http.Post(url+path, "application/json", strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var r struct {
+				Usage struct {
+					CompletionTokens int `json:"completion_tokens"`
+				} `json:"usage"`
+				TokensPredicted int `json:"tokens_predicted"`
+			}
+			err = json.NewDecoder(resp.Body).Decode(&r)
+			resp.Body.Close()
+			if got := r.Usage.CompletionTokens + r.TokensPredicted; err != nil || got != tc.tokens {
+				t.Errorf("serve %q, %s without max_tokens: %d tokens (%v), want %d", tc.args, path, got, err, tc.tokens)
+			}
+		}
+		stop()
+	}
+}

@@ -222,11 +222,14 @@ func dashed(name string) string {
 	switch {
 	case name == "":
 		return ""
-	case len(name) == 1 || name == "ngl":
+	case len(name) == 1 || llamaShort[name]:
 		return "-" + name
 	}
 	return "--" + name
 }
+
+// llamaShort are llama.cpp's short options longer than a letter, spelt with one dash.
+var llamaShort = map[string]bool{"ngl": true, "if": true, "cnv": true, "no-cnv": true, "sys": true}
 
 // editDistance is the Levenshtein distance between a and b (bytes).
 func editDistance(a, b string) int {

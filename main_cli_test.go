@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -98,7 +99,7 @@ func TestCLIGPULayersOnCPUBuild(t *testing.T) {
 }
 
 // Row "-s, --predict, --version, --no-mmap, -r, -i, penalties, -l": accepted with llama-cli's
-// meaning (-i refused with a clear message).
+// meaning.
 func TestCLILlamaFlags(t *testing.T) {
 	tiny := tinyFile(t)
 	gen := func(args ...string) string {
@@ -166,8 +167,14 @@ func TestCLILlamaFlags(t *testing.T) {
 	if code, out, errs := gorun("--version"); code != 0 || !strings.HasPrefix(out, "gorun version ") || errs != "" {
 		t.Errorf("--version: exit %d, stdout %q, stderr %q", code, out, errs)
 	}
-	if code, _, errs := gorun("-m", tiny, "-p", "hi", "-i"); code != 2 || !strings.Contains(errs, "interactive mode) is not implemented") {
-		t.Errorf("-i: exit %d, stderr %q", code, errs)
+	// -i is accepted (interactive_test.go drives it on a terminal): here stdin ends at once.
+	for _, mode := range []string{"-i", "--interactive", "-if", "--interactive-first", "-cnv", "--conversation"} {
+		cmd := gorunProcess("-m", tiny, "-p", "hi", "-n", "2", "-t", "1", mode)
+		cmd.Stdin = strings.NewReader("")
+		out, _ := cmd.CombinedOutput()
+		if code := cmd.ProcessState.ExitCode(); code != 0 || !strings.Contains(string(out), "stop reason      = end of input") {
+			t.Errorf("%s with no input: exit %d, output %q", mode, code, out)
+		}
 	}
 	for _, bad := range []string{"5", "x+1", "5*2", "5+y", "-3+1"} {
 		if code, _, errs := gorun("-m", tiny, "-p", "hi", "-l", bad); code != 2 || !strings.Contains(errs, "TOKEN+BIAS") {
@@ -201,6 +208,11 @@ func TestCLIOneLineErrors(t *testing.T) {
 		{[]string{"-m", tiny, "-p", "hi", "-n", "x"}, `invalid value "x" for flag -n`},
 		{[]string{"-m", tiny, "-p", "hi", "-r", ""}, "-r/--reverse-prompt must not be empty"},
 		{[]string{"tokenize", "-m", tiny, "--idz"}, "did you mean --ids?"},
+		{[]string{"-m", tiny, "-p", "hi", "--keep", "-2"}, "--keep must be >= -1"},
+		{[]string{"-m", tiny, "-p", "hi", "-sys", "be brief"}, "-sys needs -cnv"},
+		{[]string{"-m", tiny, "-p", "hi", "-cnv", "--in-prefix", "Q:"}, "do not apply to -cnv"},
+		{[]string{"-m", tiny, "-p", "hi", "--context-shift", "--no-context-shift"}, "contradict"},
+		{[]string{"-m", tiny, "-p", "hi", "--cvn"}, "did you mean -cnv?"},
 	} {
 		code, out, errs := gorun(c.args...)
 		if code != 2 || out != "" || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, c.want) {
@@ -302,5 +314,36 @@ func TestCLIReversePromptFixture(t *testing.T) {
 	code, out, errs := gorun("-m", model, "-p", "The capital of France is", "-n", "24", "--temp", "0", "--no-display-prompt", "-t", "1", "-r", full[i:i+2])
 	if code != 0 || out != full[:i] {
 		t.Errorf("exit %d, stdout %q, want %q (stderr %q)", code, out, full[:i], errs)
+	}
+}
+
+// Issue 10, "the end-of-run statistics with the stop reason": the last line of the statistics
+// says why generation stopped, in the one-shot mode too (interrupted: TestInterruptedGenerationExits130).
+func TestCLIStopReason(t *testing.T) {
+	tiny := tinyFile(t)
+	tok, err := llm.LoadTokenizer(tiny)
+	if err != nil {
+		t.Fatal(err)
+	}
+	greedy := func(args ...string) string {
+		_, out, _ := gorun(append([]string{"-m", tiny, "-p", "a b c", "--temp", "0", "--ignore-eos", "--no-display-prompt", "-t", "1"}, args...)...)
+		return out
+	}
+	stop := greedy("-n", "12")[6:][:3]
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-n", "3", "--ignore-eos"}, "stop reason      = n_predict (-n 3 tokens)"},
+		{[]string{"-n", "0"}, "stop reason      = n_predict (-n 0 tokens)"},
+		{[]string{"-n", "-1", "--ignore-eos", "-c", "16"}, "stop reason      = context full (16 tokens)"},
+		{[]string{"-n", "8", "-l", itoa(tok.EOS()) + "+100"}, "stop reason      = eos (end of text)"},
+		{[]string{"-n", "12", "--ignore-eos", "-r", stop}, "stop reason      = reverse prompt " + strconv.Quote(stop)},
+		{[]string{"-n", "12", "--ignore-eos", "-r", stop, "-l", "5+0"}, "stop reason      = reverse prompt " + strconv.Quote(stop)},
+	} {
+		args := append([]string{"-m", tiny, "-p", "a b c", "--temp", "0", "-t", "1"}, c.args...)
+		if code, _, errs := gorun(args...); code != 0 || !strings.Contains(errs, c.want+"\n") {
+			t.Errorf("%q: exit %d, stderr %q; want %q", c.args, code, errs, c.want)
+		}
 	}
 }

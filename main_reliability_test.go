@@ -249,7 +249,7 @@ func TestInterruptedGenerationExits130(t *testing.T) {
 		cmd.Process.Kill()
 		t.Fatal("no exit 30 s after SIGINT")
 	}
-	if code := cmd.ProcessState.ExitCode(); code != 130 || !strings.Contains(stderr.String(), "eval time") || !strings.Contains(stderr.String(), "interrupted") {
+	if code := cmd.ProcessState.ExitCode(); code != 130 || !strings.Contains(stderr.String(), "eval time") || !strings.Contains(stderr.String(), "stop reason      = interrupted\n") {
 		t.Errorf("exit %d, stderr %q", code, stderr.String())
 	}
 }
