@@ -38,6 +38,9 @@ func (w *interrupter) Write(p []byte) (int, error) {
 	if w.armed && strings.Count(w.buf.String(), "> ") == 1 && !bytes.Equal(p, []byte("> ")) {
 		w.armed = false
 		w.sig <- os.Interrupt
+		// Hold the answer's stream (Write runs on it) until the chat's watcher has surely
+		// cancelled: a fast model could otherwise finish all its tokens first on a busy machine.
+		time.Sleep(200 * time.Millisecond)
 	}
 	return len(p), nil
 }
