@@ -128,6 +128,7 @@ func useSIMD(t Tier) {
 		Dot = dotSIMD(dotAVX512)
 		Dot1x4 = dot1x4SIMD(dot1x4AVX512)
 		Dot4x4 = dot4x4AVX512Go
+		Dot6x4 = dot6x4AVX512Go
 		GELU = geluAVX512Go
 		LayerNorm = layerNormAVX512Go
 		Scores = scoresAVX512Go
@@ -418,4 +419,30 @@ func layerNormAVX512Go(dst, x, w, b []float32, eps float32) {
 	}
 	x, w, b = x[:n], w[:n], b[:n]
 	layerNormAVX512(&dst[0], &x[0], &w[0], &b[0], uintptr(n), eps)
+}
+
+//go:noescape
+func dot6x4AVX512(x *float32, xs uintptr, w *float32, ws, n uintptr, out *float32, os uintptr)
+
+func dot6x4AVX512Go(x []float32, xs int, w []float32, ws int, k int, out []float32, os int) {
+	_ = out[5*os+3]
+	if k > 0 {
+		_ = x[5*xs+k-1]
+		_ = w[3*ws+k-1]
+	}
+	n := k &^ (lanes - 1)
+	if n > 0 {
+		dot6x4AVX512(&x[0], uintptr(xs*4), &w[0], uintptr(ws*4), uintptr(n), &out[0], uintptr(os*4))
+	} else {
+		for i := 0; i < 6; i++ {
+			clear(out[i*os : i*os+4])
+		}
+	}
+	if n < k {
+		for i := 0; i < 6; i++ {
+			for j := 0; j < 4; j++ {
+				out[i*os+j] = tail(out[i*os+j], x[i*xs+n:i*xs+k], w[j*ws+n:j*ws+k])
+			}
+		}
+	}
 }

@@ -47,6 +47,10 @@ var (
 	// Dot4x4 sets out[i*os+j] = Dot(x[i*xs : i*xs+k], w[j*ws : j*ws+k]) for i, j < 4.
 	Dot4x4 func(x []float32, xs int, w []float32, ws int, k int, out []float32, os int)
 
+	// Dot6x4 is Dot4x4 for six x rows: out[i*os+j] for i < 6, j < 4. Prompt GEMMs use it for
+	// the reuse: each weight vector loaded serves six rows.
+	Dot6x4 func(x []float32, xs int, w []float32, ws int, k int, out []float32, os int)
+
 	// GELU sets dst[i] = gelu(x[i]) (GPT-2's tanh approximation).
 	GELU func(dst, x []float32)
 

@@ -14,6 +14,7 @@ func useGeneric() {
 	Dot = dotGeneric
 	Dot1x4 = dot1x4Generic
 	Dot4x4 = dot4x4Generic
+	Dot6x4 = dot6x4Split
 	GELU = geluGeneric
 	LayerNorm = layerNormGeneric
 	Scores = scoresGeneric
@@ -153,5 +154,16 @@ func layerNormGeneric(dst, x, w, b []float32, eps float32) {
 	for i, v := range x {
 		y := float32((float64(v) - mean) * rstd)
 		dst[i] = float32(y*w[i]) + b[i]
+	}
+}
+
+// dot6x4Split is Dot6x4 from the tier's Dot4x4 and two Dot1x4 (the same sums, element by
+// element), for tiers without a six-row kernel.
+func dot6x4Split(x []float32, xs int, w []float32, ws int, k int, out []float32, os int) {
+	Dot4x4(x, xs, w, ws, k, out, os)
+	var r [4]float32
+	for i := 4; i < 6; i++ {
+		Dot1x4(x[i*xs:i*xs+k], w, ws, &r)
+		copy(out[i*os:i*os+4], r[:])
 	}
 }

@@ -110,6 +110,34 @@ func TestTilesEqualDot(t *testing.T) {
 	})
 }
 
+// Dot6x4 gives Dot's bits for each of its 24 outputs and writes nothing else.
+func TestTile6x4EqualsDot(t *testing.T) {
+	rng := rand.New(rand.NewPCG(6, 4))
+	forEachTier(t, func(t *testing.T, tier Tier) {
+		for _, k := range dotLengths {
+			xs, ws, os := k+3, k+5, 7
+			x := randVec(rng, 6*xs)
+			w := randVec(rng, 4*ws)
+			const guard = 11
+			out := make([]float32, 5*os+4+guard)
+			for i := range out {
+				out[i] = float32(math.NaN())
+			}
+			Dot6x4(x, xs, w, ws, k, out, os)
+			for i := range out {
+				r, c := i/os, i%os
+				if r < 6 && c < 4 {
+					if d := Dot(x[r*xs:r*xs+k], w[c*ws:c*ws+k]); out[i] != d {
+						t.Fatalf("k=%d (%d,%d): Dot %v, Dot6x4 %v", k, r, c, d, out[i])
+					}
+				} else if !math.IsNaN(float64(out[i])) {
+					t.Fatalf("k=%d: Dot6x4 wrote out[%d]", k, i)
+				}
+			}
+		}
+	})
+}
+
 // The AVX2 and AVX-512 tiers keep the same 16 lanes: their results are bit-identical.
 func TestSIMDTiersAgreeExactly(t *testing.T) {
 	if !cpuHas(AVX512) {
