@@ -407,28 +407,9 @@ func (sp *sweeper) asymFit(x, w []float32, L []uint8, nmax int32, nonPosMin bool
 	n := len(x)
 	L = L[:n]
 	w = w[:n]
-	lo, hi := x[0], x[0]
-	var sw, sx, sxx float64
-	for j, v := range x {
-		lo = min(lo, v)
-		hi = max(hi, v)
-		fw := float64(w[j])
-		sw += fw
-		sx += fw * float64(v)
-		sxx += fw * float64(v) * float64(v)
-	}
-	if nonPosMin && lo > 0 {
-		lo = 0
-	}
-	if hi-lo <= groupMaxEps*max(1, abs32(hi)) || sw <= 0 {
-		clear(L)
-		if nonPosMin && hi > 0 { // all values equal and positive: d*l at the top level
-			for j := range L {
-				L[j] = uint8(nmax)
-			}
-			return float64(hi) / float64(nmax), 0
-		}
-		return 0, float64(lo)
+	lo, hi, sw, sx, sxx, fd, fm, flat := asymPrelude(x, w, L, nmax, nonPosMin)
+	if flat {
+		return fd, fm
 	}
 	var (
 		evs, ev = &sp.evs, &sp.ev
@@ -532,6 +513,35 @@ func (sp *sweeper) asymFit(x, w []float32, L []uint8, nmax int32, nonPosMin bool
 		L[j] = uint8(bestL[j])
 	}
 	return d, m
+}
+
+// asymPrelude computes what both asymmetric fits (asymFit, fastAsymFit) start from: the
+// block's range (lo raised to 0 with nonPosMin) and its weighted sums. flat reports a block
+// with no range to fit; its levels (written to L) and d, m are then final.
+func asymPrelude(x, w []float32, L []uint8, nmax int32, nonPosMin bool) (lo, hi float32, sw, sx, sxx, d, m float64, flat bool) {
+	lo, hi = x[0], x[0]
+	for j, v := range x {
+		lo = min(lo, v)
+		hi = max(hi, v)
+		fw := float64(w[j])
+		sw += fw
+		sx += fw * float64(v)
+		sxx += fw * float64(v) * float64(v)
+	}
+	if nonPosMin && lo > 0 {
+		lo = 0
+	}
+	if hi-lo <= groupMaxEps*max(1, abs32(hi)) || sw <= 0 {
+		clear(L)
+		if nonPosMin && hi > 0 { // all values equal and positive: d*l at the top level
+			for j := range L {
+				L[j] = uint8(nmax)
+			}
+			return lo, hi, sw, sx, sxx, float64(hi) / float64(nmax), 0, true
+		}
+		return lo, hi, sw, sx, sxx, 0, float64(lo), true
+	}
+	return lo, hi, sw, sx, sxx, 0, 0, false
 }
 
 // asymRefine fits (d, m) by least squares to the levels in bestL, then alternates rounding

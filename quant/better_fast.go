@@ -384,28 +384,9 @@ func fastAsymFit(x, w []float32, L []uint8, nmax int32, nonPosMin bool, wlo, whi
 	n := len(x)
 	L = L[:n]
 	w = w[:n]
-	lo, hi := x[0], x[0]
-	var sw, sx, sxx float64
-	for j, v := range x {
-		lo = min(lo, v)
-		hi = max(hi, v)
-		fw := float64(w[j])
-		sw += fw
-		sx += fw * float64(v)
-		sxx += fw * float64(v) * float64(v)
-	}
-	if nonPosMin && lo > 0 {
-		lo = 0
-	}
-	if hi-lo <= groupMaxEps*max(1, abs32(hi)) || sw <= 0 {
-		clear(L)
-		if nonPosMin && hi > 0 {
-			for j := range L {
-				L[j] = uint8(nmax)
-			}
-			return float64(hi) / float64(nmax), 0
-		}
-		return 0, float64(lo)
+	lo, hi, sw, sx, sxx, fd, fm, flat := asymPrelude(x, w, L, nmax, nonPosMin)
+	if flat {
+		return fd, fm
 	}
 	fmax := float32(nmax)
 	step := (hi - lo) / fmax

@@ -1,8 +1,6 @@
 package quant
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -479,17 +477,7 @@ func TestFastTiers(t *testing.T) {
 }
 
 func fastHash(t testing.TB, ty Type, rows, imps [][]float32) string {
-	f, _ := FormatOf(ty)
-	h := sha256.New()
-	for i, x := range rows {
-		rs, _ := ty.RowSize(int64(len(x)))
-		q := make([]byte, rs)
-		if err := f.QuantizeFast(q, x, imps[i]); err != nil {
-			t.Fatalf("%v row %d: %v", ty, i, err)
-		}
-		h.Write(q)
-	}
-	return hex.EncodeToString(h.Sum(nil))[:16]
+	return searchHash(t, ty, rows, imps, func(f *Format) quantizeFunc { return f.QuantizeFast })
 }
 
 // pinnedFast are the hashes of QuantizeFast's outputs on pinRows, as measured in SPEED.md
@@ -514,27 +502,7 @@ func TestFastPinned(t *testing.T) {
 // BenchmarkFast measures QuantizeFast on BenchmarkBetter's row (one 768-value row of
 // float16-valued Gaussian weights).
 func BenchmarkFast(b *testing.B) {
-	for _, ty := range betterTypes {
-		b.Run(ty.String(), func(b *testing.B) {
-			rng := rand.New(rand.NewPCG(2, 2))
-			const n = 768
-			x := gaussRow(rng, n, 0.02)
-			for i, v := range x {
-				x[i] = F16ToF32(F32ToF16(v))
-			}
-			rs, _ := ty.RowSize(n)
-			q := make([]byte, rs)
-			f, _ := FormatOf(ty)
-			b.SetBytes(4 * n)
-			c0 := cpuNanos()
-			for b.Loop() {
-				if err := f.QuantizeFast(q, x, nil); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(cpuNanos()-c0)/float64(b.N), "cpu-ns/op")
-		})
-	}
+	benchSearch(b, func(f *Format) quantizeFunc { return f.QuantizeFast })
 }
 
 func BenchmarkGrid(b *testing.B) {

@@ -93,12 +93,21 @@ var pinnedBetter = map[Type]string{
 }
 
 func betterHash(t testing.TB, ty Type, rows, imps [][]float32) string {
+	return searchHash(t, ty, rows, imps, func(f *Format) quantizeFunc { return f.QuantizeBetter })
+}
+
+// quantizeFunc is one of a Format's quantizers (QuantizeBetter, QuantizeFast).
+type quantizeFunc = func(dst []byte, src []float32, importance []float32) error
+
+// searchHash is the hash of the rows quantized to ty by the quantizer pick chooses.
+func searchHash(t testing.TB, ty Type, rows, imps [][]float32, pick func(*Format) quantizeFunc) string {
 	f, _ := FormatOf(ty)
+	quantize := pick(f)
 	h := sha256.New()
 	for i, x := range rows {
 		rs, _ := ty.RowSize(int64(len(x)))
 		q := make([]byte, rs)
-		if err := f.QuantizeBetter(q, x, imps[i]); err != nil {
+		if err := quantize(q, x, imps[i]); err != nil {
 			t.Fatalf("%v row %d: %v", ty, i, err)
 		}
 		h.Write(q)
@@ -119,6 +128,12 @@ func TestBetterPinned(t *testing.T) {
 // BenchmarkBetter measures QuantizeBetter on one 768-value row of float16-valued Gaussian
 // weights (the random 124M model's rows); MB/s counts the float32 input bytes.
 func BenchmarkBetter(b *testing.B) {
+	benchSearch(b, func(f *Format) quantizeFunc { return f.QuantizeBetter })
+}
+
+// benchSearch runs the quantizer pick chooses on one 768-value row of float16-valued Gaussian
+// weights, for every type.
+func benchSearch(b *testing.B, pick func(*Format) quantizeFunc) {
 	for _, ty := range betterTypes {
 		b.Run(ty.String(), func(b *testing.B) {
 			rng := rand.New(rand.NewPCG(2, 2))
@@ -130,10 +145,11 @@ func BenchmarkBetter(b *testing.B) {
 			rs, _ := ty.RowSize(n)
 			q := make([]byte, rs)
 			f, _ := FormatOf(ty)
+			quantize := pick(f)
 			b.SetBytes(4 * n)
 			c0 := cpuNanos()
 			for b.Loop() {
-				if err := f.QuantizeBetter(q, x, nil); err != nil {
+				if err := quantize(q, x, nil); err != nil {
 					b.Fatal(err)
 				}
 			}
