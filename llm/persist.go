@@ -23,7 +23,7 @@ const (
 
 // Save writes the session (its tokens and their cached keys and values) so that
 // Model.LoadSession can restore it later, in this process or another, with the same model
-// file. The size is about 8 * layers * embd bytes per token in the context.
+// file. The size is about 8 * layers * n_head_kv * head_dim bytes per token in the context.
 func (s *Session) Save(w io.Writer) error {
 	if err := s.usable(); err != nil {
 		return err
@@ -41,8 +41,8 @@ func (s *Session) Save(w io.Writer) error {
 	put(uint32(sessionVersion))
 	put(s.m.Fingerprint())
 	put(uint32(hp.NLayer))
-	put(uint32(hp.NEmbd))
-	put(uint32(0)) // F32
+	put(uint32(hp.KVShape().Width)) // values per cache row (n_embd for GPT-2)
+	put(uint32(0))                  // F32
 	put(uint32(len(s.tokens)))
 	put(uint32(s.npast))
 	put(s.tokens)
@@ -92,8 +92,8 @@ func (m *Model) LoadSession(r io.Reader) (*Session, error) {
 		return nil, bad("not a saved gorun session")
 	case hdr.Version != sessionVersion:
 		return nil, bad("version %d (this gorun reads version %d)", hdr.Version, sessionVersion)
-	case hdr.Layers != uint32(hp.NLayer) || hdr.Embd != uint32(hp.NEmbd) || hdr.CacheType != 0:
-		return nil, fmt.Errorf("%w: it has %d layers of %d, the model %d of %d", ErrSessionMismatch, hdr.Layers, hdr.Embd, hp.NLayer, hp.NEmbd)
+	case hdr.Layers != uint32(hp.NLayer) || hdr.Embd != uint32(hp.KVShape().Width) || hdr.CacheType != 0:
+		return nil, fmt.Errorf("%w: it has %d layers of %d, the model %d of %d", ErrSessionMismatch, hdr.Layers, hdr.Embd, hp.NLayer, hp.KVShape().Width)
 	case hdr.Fingerprint != m.Fingerprint():
 		return nil, fmt.Errorf("%w: it was saved with other weights", ErrSessionMismatch)
 	case hdr.Evaluated > hdr.Tokens:

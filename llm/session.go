@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/gorun-dev/gorun/graph"
+	"github.com/gorun-dev/gorun/kvcache"
 	"github.com/gorun-dev/gorun/models"
 	"github.com/gorun-dev/gorun/quant"
 	"github.com/gorun-dev/gorun/tokenizer"
@@ -23,7 +24,7 @@ import (
 type Session struct {
 	m     *Model
 	id    uint64
-	cache *models.KVCache
+	cache *kvcache.Cache
 
 	tokens   []int32 // the context; tokens[:npast] have their keys and values in the cache
 	npast    int
@@ -65,7 +66,7 @@ func (m *Model) NewSession() (*Session, error) {
 	}
 	defer m.exit()
 	hp := m.arch.Hparams()
-	cache, err := models.NewKVCache(m.be, hp.NLayer, hp.NEmbd, m.nctx, quant.F32)
+	cache, err := kvcache.New(m.be, hp.KVShape(), m.nctx, quant.F32)
 	if err != nil {
 		return nil, err
 	}
