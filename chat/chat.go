@@ -75,8 +75,9 @@ type RenderOptions struct {
 	Tools []json.RawMessage
 	// Vars are extra template variables (enable_thinking, date_string, ...). A
 	// json.RawMessage value is decoded keeping key order; other Go values go through the
-	// engine's conversion (maps with sorted keys). They cannot replace messages, tools,
-	// add_generation_prompt or the helpers.
+	// engine's conversion (maps with sorted keys). bos_token and eos_token here replace
+	// Options'; messages, tools, documents, add_generation_prompt and the helpers are
+	// Render's own (naming one is an error).
 	Vars map[string]any
 }
 
@@ -162,18 +163,21 @@ func (t *Template) Render(msgs []Message, ro RenderOptions) (string, error) {
 // documents, add_generation_prompt and the tokenizer's special tokens, plus the helpers.
 func (t *Template) variables(msgs []Message, ro RenderOptions) (map[string]jinja.Value, error) {
 	data := make(map[string]jinja.Value, 8+len(ro.Vars))
-	for k, v := range ro.Vars {
-		val, err := goValue(v)
-		if err != nil {
-			return nil, fmt.Errorf("variable %s: %w", k, err)
-		}
-		data[k] = val
-	}
 	if t.opts.BOS != "" {
 		data["bos_token"] = jinja.NewString(t.opts.BOS)
 	}
 	if t.opts.EOS != "" {
 		data["eos_token"] = jinja.NewString(t.opts.EOS)
+	}
+	for k, v := range ro.Vars { // after the tokens: Hugging Face's keyword arguments replace them too
+		if reservedVars[k] {
+			return nil, fmt.Errorf("variable %s is set by Render itself", k)
+		}
+		val, err := goValue(v)
+		if err != nil {
+			return nil, fmt.Errorf("variable %s: %w", k, err)
+		}
+		data[k] = val
 	}
 	messages, err := messagesValue(msgs)
 	if err != nil {
@@ -189,6 +193,13 @@ func (t *Template) variables(msgs []Message, ro RenderOptions) (map[string]jinja
 	data["add_generation_prompt"] = jinja.NewBool(ro.AddGenerationPrompt)
 	addHelpers(data, t.now)
 	return data, nil
+}
+
+// reservedVars are the variables Render sets from its arguments; RenderOptions.Vars may not
+// name them.
+var reservedVars = map[string]bool{
+	"messages": true, "tools": true, "documents": true, "add_generation_prompt": true,
+	"raise_exception": true, "strftime_now": true, tojsonName: true,
 }
 
 func (t *Template) now() time.Time {

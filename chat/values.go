@@ -97,7 +97,7 @@ func toolsValue(tools []json.RawMessage) (jinja.Value, error) {
 			return jinja.Value{}, fmt.Errorf("tool %d: %w", i, err)
 		}
 		if !v.IsDict() {
-			return jinja.Value{}, fmt.Errorf("tool %d: a tool definition is a JSON object, not %s", i, bytes.TrimSpace(raw)[:1])
+			return jinja.Value{}, fmt.Errorf("tool %d: a tool definition must be a JSON object", i)
 		}
 		items[i] = v
 	}
