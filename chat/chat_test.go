@@ -329,3 +329,47 @@ func TestConcurrentRender(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func TestRangeIsBounded(t *testing.T) {
+	src := "{% for i in range(3) %}{{ i }}{% endfor %}|{{ range(5, 0, -2) | list }}|{{ range(2, 9, 3) | list }}|{{ range(0) | list }}"
+	if got := render(t, src, Options{}, nil, RenderOptions{}); got != "012|[5, 3, 1]|[2, 5, 8]|[]" {
+		t.Errorf("got %q", got)
+	}
+	for _, src := range []string{"{{ range(1000000000000) | length }}", "{{ range(-9223372036854775807, 9223372036854775807, 4611686018427387904) | list }}x{{ range(100001) }}"} {
+		if _, err := mustNew(t, src).Render(nil, RenderOptions{}); err == nil || !strings.Contains(err.Error(), "range") {
+			t.Errorf("%s: %v, want range's limit error", src, err)
+		}
+	}
+}
+
+// FuzzRender: any template source either fails to compile or renders (or fails) with an
+// error; neither the engine nor the helpers panic or run without bound.
+func FuzzRender(f *testing.F) {
+	for _, name := range []string{"llama3", "llama3.2", "qwen2.5", "qwen3", "gemma3", "features"} {
+		src, err := os.ReadFile("testdata/templates/" + name + ".jinja")
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(string(src))
+	}
+	f.Add("{{ x | tojson(indent=2) }}{% raw %}{{{% endraw %}")
+	tool := json.RawMessage(`{"type":"function","function":{"name":"f","parameters":{"a":[1,2.5]}}}`)
+	msgs := append(threeTurns[:len(threeTurns):len(threeTurns)], Message{Role: "assistant", ToolCalls: []ToolCall{{Name: "f", Arguments: `{"a":1}`}}})
+	f.Fuzz(func(t *testing.T, src string) {
+		tmpl, err := New("fuzz", src, Options{BOS: "<s>", EOS: "</s>"})
+		if err != nil {
+			return
+		}
+		_, _ = tmpl.Render(msgs, RenderOptions{AddGenerationPrompt: true, Tools: []json.RawMessage{tool}})
+	})
+}
+
+func TestEnginePanicIsAnError(t *testing.T) {
+	// ardanlabs/jinja v1.8.0's selectattr indexes past its arguments when given only an
+	// attribute name (found by FuzzRender); Render must report it, not crash.
+	_, err := mustNew(t, "{{ messages | selectattr('role') | list }}").Render(threeTurns, RenderOptions{})
+	var e *Error
+	if !errors.As(err, &e) || e.Template != "test" || !strings.Contains(err.Error(), "engine failed") {
+		t.Fatalf("error %v, want a *Error naming the template and the engine's failure", err)
+	}
+}

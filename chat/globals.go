@@ -13,7 +13,7 @@ import (
 // variables. Variables sit above the engine's own globals, so these replace its versions:
 // raise_exception so that the caller can tell a template's refusal (*RaiseError) from a
 // template bug, strftime_now so that it reads the template's clock and knows more of
-// strftime. tojsonName is the filter tojson is renamed to (tojson.go).
+// strftime, range so that it has the sandbox's size limit. tojsonName is the filter tojson is renamed to (tojson.go).
 func addHelpers(data map[string]jinja.Value, now func() time.Time) {
 	data["raise_exception"] = jinja.NewCallable("raise_exception", raiseException)
 	data["strftime_now"] = jinja.NewCallable("strftime_now", func(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
@@ -22,6 +22,7 @@ func addHelpers(data map[string]jinja.Value, now func() time.Time) {
 		}
 		return jinja.NewString(strftime(now(), args[0].AsString())), nil
 	})
+	data["range"] = jinja.NewCallable("range", rangeLimited)
 	data[tojsonName] = jinja.NewCallable("tojson", filterToJSON)
 }
 
@@ -123,4 +124,44 @@ func strftimeDirective(t time.Time, d byte, pad bool) (string, bool) {
 		return "%", true
 	}
 	return "", false
+}
+
+// maxRange is the most items range() makes, the limit of Jinja's sandbox (which Hugging Face
+// renders in): the engine's own range has none, and range(10**12) in a template from a
+// model file would take all memory.
+const maxRange = 100000
+
+func rangeLimited(args []jinja.Value, _ map[string]jinja.Value) (jinja.Value, error) {
+	bounds := make([]int64, len(args))
+	for i, a := range args {
+		if !a.IsInt() {
+			return jinja.Undefined(), fmt.Errorf("range: arguments must be integers, not %s", a.String())
+		}
+		bounds[i] = a.AsInt()
+	}
+	start, stop, step := int64(0), int64(0), int64(1)
+	switch len(bounds) {
+	case 1:
+		stop = bounds[0]
+	case 2:
+		start, stop = bounds[0], bounds[1]
+	case 3:
+		start, stop, step = bounds[0], bounds[1], bounds[2]
+	default:
+		return jinja.Undefined(), fmt.Errorf("range: 1 to 3 arguments, not %d", len(args))
+	}
+	if step == 0 {
+		return jinja.Undefined(), fmt.Errorf("range: step must not be zero")
+	}
+	var items []jinja.Value
+	for i := start; (step > 0 && i < stop) || (step < 0 && i > stop); i += step {
+		if len(items) == maxRange {
+			return jinja.Undefined(), fmt.Errorf("range: more than %d items (the sandbox's limit)", maxRange)
+		}
+		items = append(items, jinja.NewInt(i))
+		if (step > 0 && i > stop-step) || (step < 0 && i < stop-step) {
+			break // the next i would pass stop, or overflow
+		}
+	}
+	return jinja.NewList(items), nil
 }
