@@ -74,7 +74,7 @@ def transformers_renderer():
 
     def render(template, messages, tools, add_generation_prompt, variables):
         if hasattr(ctu, "render_jinja_template"):
-            rendered, _ = ctu.render_jinja_template(
+            result = ctu.render_jinja_template(
                 conversations=[messages],
                 tools=tools,
                 documents=None,
@@ -82,7 +82,9 @@ def transformers_renderer():
                 add_generation_prompt=add_generation_prompt,
                 **variables,
             )
-            return rendered[0]
+            # (rendered chats, generation indices) in 4.5x; take the one chat either way.
+            rendered = result[0] if isinstance(result, tuple) else result
+            return rendered[0] if isinstance(rendered, list) else rendered
         # Older 4.x: apply_chat_template compiled the template and rendered it directly.
         compiled = ctu._compile_jinja_template(template)
         return compiled.render(
