@@ -390,7 +390,7 @@ func generatePenalized(ctx context.Context, m *llm.Model, sess *llm.Session, pro
 // evalPrompt appends the prompt's tokens to the context and returns the logits after it (an
 // empty prompt goes on from the context, or starts a new text at end-of-text, as the
 // library does).
-func evalPrompt(ctx context.Context, sess *llm.Session, tok *tokenizer.Tokenizer, prompt string, st *llm.Stats) ([]float32, error) {
+func evalPrompt(ctx context.Context, sess *llm.Session, tok tokenizer.Tokenizer, prompt string, st *llm.Stats) ([]float32, error) {
 	ids := tok.Encode(prompt)
 	if len(ids) == 0 && sess.Pos() == 0 {
 		ids = []int32{tok.EOS()}

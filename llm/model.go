@@ -58,7 +58,7 @@ type Model struct {
 	file     *gguf.File
 	path     string
 	arch     models.Model
-	tok      *tokenizer.Tokenizer
+	tok      tokenizer.Tokenizer
 	be       graph.Backend
 	ownsBe   bool
 	nctx     int
@@ -179,7 +179,7 @@ func (m *Model) closeBackend() {
 func (m *Model) Path() string { return m.path }
 
 // Tokenizer returns the model's tokenizer.
-func (m *Model) Tokenizer() *tokenizer.Tokenizer { return m.tok }
+func (m *Model) Tokenizer() tokenizer.Tokenizer { return m.tok }
 
 // Hparams returns the model's shape.
 func (m *Model) Hparams() models.Hparams { return m.arch.Hparams() }
@@ -208,7 +208,7 @@ func errPromptTooLong(n, pos, size int) error {
 }
 
 // LoadTokenizer reads only the tokenizer of a GGUF model.
-func LoadTokenizer(path string) (*tokenizer.Tokenizer, error) {
+func LoadTokenizer(path string) (tokenizer.Tokenizer, error) {
 	f, err := gguf.Open(path)
 	if err != nil {
 		return nil, err
