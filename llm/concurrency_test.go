@@ -324,12 +324,15 @@ func TestConcurrentPairs(t *testing.T) {
 			if _, err := s.Eval([]int32{9, 10}); err != nil {
 				t.Fatal(err)
 			}
-			var wg sync.WaitGroup
+			var wg, ready sync.WaitGroup
 			errs := make(chan error, 8)
+			ready.Add(2)
 			for _, o := range []op{a, b} {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
+					ready.Done()
+					ready.Wait() // start together
 					for range 3 {
 						if err := o.run(m, s, saved); !allowed(err) {
 							errs <- fmt.Errorf("%s: %w", o.name, err)

@@ -111,6 +111,7 @@ func FuzzLoadSession(f *testing.F) {
 	}, Options{Threads: 1})
 	for _, seed := range fuzzSessionSeeds(f, m) {
 		f.Add(seed, false)
+		f.Add(seed, true)
 	}
 	f.Fuzz(func(t *testing.T, b []byte, fix bool) {
 		if fix {

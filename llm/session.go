@@ -26,19 +26,18 @@ import (
 //     callback of a Generate, or the call's end) and see a consistent state: a Save taken
 //     during a generation restores exactly the tokens generated so far.
 //   - Close stops the running call at its next step (the call returns an error matching
-//     ErrClosed) and the memory is released when that call returns; Close itself waits at
-//     most for the step (or prompt batch) being computed.
+//     ErrClosed) and the memory is released when that call returns; Close itself waits only
+//     for the step, prompt batch or Save in progress.
 //
 // The context may end with one token that is not in the cache yet: the last token Generate
 // sampled. It counts in Pos and is evaluated by the next call that needs its logits, so
 // generating in several calls gives the same text as one call, without a wasted evaluation.
 type Session struct {
-	m     *Model
-	id    uint64
-	cache *models.KVCache
+	m  *Model
+	id uint64
 
-	// mu guards the fields below it: a call holds it while it works on the session and lets
-	// go of it while a callback of its caller runs (a step boundary), so that Save, Pos,
+	// mu guards the fields after closed: a call holds it while it works on the session and
+	// lets go of it while a callback of its caller runs (a step boundary), so that Save, Pos,
 	// Tokens and Close work from the callback and from other goroutines.
 	mu sync.Mutex
 	// busy is set for the whole of a call that changes the context, callbacks included.
@@ -47,6 +46,7 @@ type Session struct {
 	// step (or prompt batch) and stops.
 	closed atomic.Bool
 
+	cache    *models.KVCache
 	tokens   []int32 // the context; tokens[:npast] have their keys and values in the cache
 	npast    int
 	logitsOK bool // logits follow tokens[npast-1], and npast == len(tokens)
