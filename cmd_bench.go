@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/gorun-dev/gorun/cpu/kernels"
-	"github.com/gorun-dev/gorun/graph"
 	"github.com/gorun-dev/gorun/llm"
 	"github.com/klauspost/cpuid/v2"
 )
@@ -123,29 +122,16 @@ func (l *modelList) Set(s string) error {
 // markdown table as they come).
 func benchModel(path string, ths, pps, tgs []int, reps, ngl int, output string, stdout, stderr io.Writer, results *[]benchResult) error {
 	for _, th := range ths {
-		var be graph.Backend
-		if ngl != 0 {
-			b, dev, err := gpuBackend(path, ngl)
-			switch {
-			case noGPUBuild(err):
-				fmt.Fprintf(stderr, "warning: %v; running on the CPU\n", err)
-			case err != nil:
-				return err
-			default:
-				be = b
-				fmt.Fprintf(stderr, "gpu: %s\n", dev)
-			}
+		if ngl < 0 {
+			return fmt.Errorf("-ngl %d: the layer count must be >= 0", ngl)
 		}
-		m, err := llm.Load(path, llm.Options{Threads: th, Backend: be})
+		m, err := loadOnDevice(path, llm.Options{Threads: th, GPULayers: ngl}, stderr)
 		if err != nil {
-			if be != nil {
-				be.Close()
-			}
 			return err
 		}
 		gpuInfo := ""
-		if be != nil {
-			gpuInfo = be.Name()
+		if name := m.Backend().Name(); name != "cpu" {
+			gpuInfo = name
 		}
 		run := func(test string, n int, f func(*llm.Session, []int32) error) error {
 			if n <= 0 {
@@ -172,27 +158,19 @@ func benchModel(path string, ths, pps, tgs []int, reps, ngl int, output string, 
 		}
 		for _, n := range pps {
 			if err := run(fmt.Sprintf("pp%d", n), n, benchPrompt); err != nil {
-				closeModel(m, be)
+				m.Close()
 				return err
 			}
 		}
 		for _, n := range tgs {
 			if err := run(fmt.Sprintf("tg%d", n), n, benchGenerate); err != nil {
-				closeModel(m, be)
+				m.Close()
 				return err
 			}
 		}
-		closeModel(m, be)
+		m.Close()
 	}
 	return nil
-}
-
-// closeModel closes a model and the GPU backend it was given (nil for the CPU).
-func closeModel(m *llm.Model, be graph.Backend) {
-	m.Close()
-	if be != nil {
-		be.Close()
-	}
 }
 
 // benchPrompt evaluates the tokens as one prompt.

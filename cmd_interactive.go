@@ -394,7 +394,7 @@ func readLines(r io.Reader, limit int, lines chan<- inputLine) {
 // answerPrinter shows an answer as it is generated and watches it for the reverse prompts.
 type answerPrinter struct {
 	out          *bufio.Writer
-	tok          *tokenizer.Tokenizer
+	tok          tokenizer.Tokenizer
 	reverse      []string // shown reverse prompts: the answer stops after the piece that completes one
 	conversation bool     // drop the answer's leading space (after "Assistant:"); collect its text
 	tail         string   // the end of the answer, where a reverse prompt may have begun

@@ -15,67 +15,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gorun-dev/gorun/graph"
 	"github.com/gorun-dev/gorun/llm"
 	"github.com/gorun-dev/gorun/tokenizer"
 )
-
-// modelFlags are the options every command that loads a model shares.
-type modelFlags struct {
-	model   string
-	threads int
-	ctx     int
-	batch   int
-	ngl     int
-	q8act   bool
-	mem     memLimit
-}
-
-func (m *modelFlags) register(fs interface {
-	Var(flag.Value, string, string)
-	StringVar(*string, string, string, string)
-	IntVar(*int, string, int, string)
-	BoolVar(*bool, string, bool, string)
-}) {
-	fs.StringVar(&m.model, "m", "", "model `FILE` (GGUF)")
-	fs.StringVar(&m.model, "model", "", "same as -m")
-	fs.IntVar(&m.threads, "t", 0, "CPU `threads` (default: one per physical core)")
-	fs.IntVar(&m.threads, "threads", 0, "same as -t")
-	fs.IntVar(&m.ctx, "c", 0, "context length in tokens (default: the model's)")
-	fs.IntVar(&m.ctx, "ctx-size", 0, "same as -c")
-	fs.IntVar(&m.batch, "b", 512, "prompt tokens per graph evaluation")
-	fs.IntVar(&m.batch, "batch-size", 512, "same as -b")
-	fs.IntVar(&m.ngl, "ngl", 0, "layers to offload to the GPU (a CUDA build offloads all or none: 99 for all)")
-	fs.IntVar(&m.ngl, "n-gpu-layers", 0, "same as -ngl")
-	fs.BoolVar(&m.q8act, "quantized-activations", false, "quantize activations to 8 bits for quantized weights (ggml's integer path) instead of float32")
-	fs.Var(&m.mem, "mem-limit", "refuse a model and context needing more than `SIZE` (512M, 8G, ...; auto: the memory available; off)")
-}
-
-func (m *modelFlags) load(stderr io.Writer) (*llm.Model, error) {
-	if m.threads < 0 || m.ctx < 0 || m.batch < 1 {
-		return nil, fmt.Errorf("-t, -c must be >= 0 and -b >= 1")
-	}
-	var be graph.Backend
-	if m.ngl != 0 {
-		var dev string
-		var err error
-		be, dev, err = gpuBackend(m.model, m.ngl)
-		switch {
-		case noGPUBuild(err):
-			// llama-cli on a CPU build warns and runs on the CPU; so does gorun.
-			fmt.Fprintf(stderr, "warning: %v; running on the CPU\n", err)
-		case err != nil:
-			return nil, err
-		default:
-			fmt.Fprintf(stderr, "gpu: %s\n", dev)
-		}
-	}
-	md, err := llm.Load(m.model, llm.Options{Threads: m.threads, ContextLength: m.ctx, BatchSize: m.batch, QuantizedActivations: m.q8act, MemoryLimit: int64(m.mem), Backend: be})
-	if err != nil && be != nil {
-		be.Close()
-	}
-	return md, err
-}
 
 // logitBias is -l/--logit-bias, llama.cpp's TOKEN(+|-)BIAS (15043+1, 50256-inf), repeatable.
 type logitBias map[int32]float32
@@ -99,12 +41,6 @@ func (b *logitBias) Set(s string) error {
 	}
 	(*b)[int32(id)] = float32(v)
 	return nil
-}
-
-// noGPUBuild reports whether err is gpuBackend's answer in a build without GPU support
-// (gpu_nocuda.go), after which the commands warn and run on the CPU as llama.cpp's do.
-func noGPUBuild(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "built without GPU support")
 }
 
 // runFlags are the run command's options (llama-cli's names and defaults).
@@ -454,7 +390,7 @@ func generatePenalized(ctx context.Context, m *llm.Model, sess *llm.Session, pro
 // evalPrompt appends the prompt's tokens to the context and returns the logits after it (an
 // empty prompt goes on from the context, or starts a new text at end-of-text, as the
 // library does).
-func evalPrompt(ctx context.Context, sess *llm.Session, tok *tokenizer.Tokenizer, prompt string, st *llm.Stats) ([]float32, error) {
+func evalPrompt(ctx context.Context, sess *llm.Session, tok tokenizer.Tokenizer, prompt string, st *llm.Stats) ([]float32, error) {
 	ids := tok.Encode(prompt)
 	if len(ids) == 0 && sess.Pos() == 0 {
 		ids = []int32{tok.EOS()}

@@ -47,7 +47,7 @@ func cmdTokenize(args []string, stdout, stderr io.Writer) error {
 }
 
 // printable shows a token's bytes, escaping what would not print.
-func printable(tok *tokenizer.Tokenizer, id int32) string {
+func printable(tok tokenizer.Tokenizer, id int32) string {
 	q := fmt.Sprintf("%q", tok.TokenBytes(id))
 	return q[1 : len(q)-1]
 }

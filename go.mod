@@ -7,3 +7,5 @@ require (
 	github.com/sashabaranov/go-openai v1.43.0
 	golang.org/x/sys v0.49.0
 )
+
+require github.com/ardanlabs/jinja v1.8.0

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gorun-dev/gorun/backend"
 	"github.com/gorun-dev/gorun/internal/fixtures"
 	"github.com/gorun-dev/gorun/llm"
 )
@@ -80,7 +81,7 @@ func TestCLIPromptFileTrailingNewline(t *testing.T) {
 // Row "-ngl 99 on a CPU build": a warning on stderr, then the CPU runs the model.
 func TestCLIGPULayersOnCPUBuild(t *testing.T) {
 	tiny := tinyFile(t)
-	if _, _, err := gpuBackend(tiny, 99); !noGPUBuild(err) {
+	if _, err := backend.GPU(); err == nil {
 		t.Skip("a build with GPU support")
 	}
 	code, out, errs := gorun("-m", tiny, "-p", "hi", "-n", "3", "-ngl", "99", "--temp", "0")

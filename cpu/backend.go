@@ -136,6 +136,25 @@ func (b *Backend) Compute(g *graph.Graph) error {
 	return b.err
 }
 
+// Supports reports whether the CPU computes node n (see supports).
+func (b *Backend) Supports(n *graph.Tensor) error { return supports(n) }
+
+// supports reports whether the CPU computes node n: every op of the graph package, with
+// weights of any type that has a dequantizer (the one the kernels call).
+func supports(n *graph.Tensor) error {
+	switch n.Op {
+	case graph.OpMulMat, graph.OpGetRows:
+		if kernels.Dequantizer(n.Src[0].Type) == nil {
+			return fmt.Errorf("cpu: %v of %q: tensor type %v is not supported", n.Op, n.Src[0].Name, n.Src[0].Type)
+		}
+	case graph.OpNone, graph.OpView, graph.OpAdd, graph.OpMul, graph.OpLayerNorm, graph.OpGELU, graph.OpScale,
+		graph.OpStoreKV, graph.OpCopy, graph.OpAttention, graph.OpStoreKVRows, graph.OpAttentionRows:
+	default:
+		return fmt.Errorf("cpu: op %v is not supported", n.Op)
+	}
+	return nil
+}
+
 // prepare checks the graph and sizes the scratch memory and counters it needs (once per built
 // graph).
 func (b *Backend) prepare(g *graph.Graph) error {
@@ -147,12 +166,11 @@ func (b *Backend) prepare(g *graph.Graph) error {
 		if n.Buf == nil {
 			return fmt.Errorf("cpu: node %q (%v) has no memory: graph not bound", n.Name, n.Op)
 		}
+		if err := b.Supports(n); err != nil {
+			return err
+		}
 		switch n.Op {
 		case graph.OpMulMat, graph.OpGetRows:
-			// Ask for exactly the kernels the op will call.
-			if kernels.Dequantizer(n.Src[0].Type) == nil {
-				return fmt.Errorf("cpu: %v of %q: tensor type %v is not supported", n.Op, n.Src[0].Name, n.Src[0].Type)
-			}
 			tile = max(tile, tileRows*n.Src[0].Ne[0])
 			if f := formatTable[n.Src[0].Type]; n.Op == graph.OpMulMat && b.quantAct && f.VecDot != nil {
 				rs, err := f.VecDotType.RowSize(int64(n.Src[0].Ne[0]))
@@ -165,10 +183,6 @@ func (b *Backend) prepare(g *graph.Graph) error {
 			scores = max(scores, n.Src[1].Ne[1])
 		case graph.OpAttentionRows:
 			scores = max(scores, attentionRowsScores(n))
-		case graph.OpStoreKVRows:
-		case graph.OpView, graph.OpAdd, graph.OpMul, graph.OpLayerNorm, graph.OpGELU, graph.OpScale, graph.OpStoreKV, graph.OpCopy:
-		default:
-			return fmt.Errorf("cpu: op %v is not supported", n.Op)
 		}
 	}
 	if len(b.qact) < qact {

@@ -1,6 +1,6 @@
 //go:build cuda
 
-package cuda
+package cuda_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gorun-dev/gorun/cuda"
 	"github.com/gorun-dev/gorun/internal/fixtures"
 	"github.com/gorun-dev/gorun/llm"
 )
@@ -42,7 +43,7 @@ func relL2(got, want []float32) float64 {
 // pair is one file loaded on the CPU and on the GPU.
 type pair struct{ cpu, gpu *llm.Model }
 
-func loadPair(t *testing.T, g *Backend, path string) pair {
+func loadPair(t *testing.T, g *cuda.Backend, path string) pair {
 	t.Helper()
 	mc, err := llm.Load(path, llm.Options{})
 	if err != nil {
@@ -106,7 +107,7 @@ func (p pair) greedy(t *testing.T, prompt []int32, n int) (rel float64, diverge 
 // continuations of 64 tokens are identical, and perplexity (llama-perplexity protocol, 8
 // chunks of 512) is within 0.05 of the CPU's.
 func TestTinyFixtures(t *testing.T) {
-	g := gpu(t)
+	g := openGPU(t)
 	dir := fixtures.Dir(t)
 	var refs struct {
 		Prompts []struct {
@@ -183,7 +184,7 @@ func TestModels(t *testing.T) {
 	if list == "" {
 		t.Skip("GORUN_CUDA_MODELS not set")
 	}
-	g := gpu(t)
+	g := openGPU(t)
 	for _, path := range strings.Split(list, ",") {
 		t.Run(filepath.Base(path), func(t *testing.T) {
 			p := loadPair(t, g, path)
@@ -203,4 +204,15 @@ func TestModels(t *testing.T) {
 			}
 		})
 	}
+}
+
+// openGPU opens the first GPU for a test, or skips it.
+func openGPU(t testing.TB) *cuda.Backend {
+	t.Helper()
+	b, err := cuda.New(0)
+	if err != nil {
+		t.Skipf("no usable CUDA GPU: %v", err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
 }

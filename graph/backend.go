@@ -13,6 +13,13 @@ type Backend interface {
 	// CPU uses them in place, a GPU copies them to device memory.
 	Weights(host []byte) (*Buffer, error)
 
+	// Supports reports whether the backend can compute node n: its op with its inputs' types
+	// and shapes (ggml's supports_op). nil means it can; an error says what it cannot, naming
+	// the input tensor and its type. Models ask it of every node of their graphs at load,
+	// before any weight is uploaded, so an unsupported weight is refused there, not at the
+	// first token.
+	Supports(n *Tensor) error
+
 	// Compute runs every node of g in order. Inputs must be written and the graph bound.
 	Compute(g *Graph) error
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gorun-dev/gorun/graph"
+	"github.com/gorun-dev/gorun/kvcache"
 	"github.com/gorun-dev/gorun/models"
 	"github.com/gorun-dev/gorun/quant"
 )
@@ -278,7 +279,7 @@ func (b *batcher) build(m *Model, batch []*Session) error {
 		b.ctx = graph.NewContext(m.arch.MaxTensors())
 	}
 	b.ctx.Reset()
-	caches := make([]*models.KVCache, len(batch))
+	caches := make([]*kvcache.Cache, len(batch))
 	for i, s := range batch {
 		caches[i] = s.cache
 	}

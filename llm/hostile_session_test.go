@@ -41,7 +41,7 @@ func TestLoadSessionRejectsNonFiniteCache(t *testing.T) {
 	saved := savedSession(t, m)
 	hp := m.Hparams()
 	n := int(binary.LittleEndian.Uint32(saved[sessionHeaderSize-4:])) // evaluated tokens
-	values := 2 * hp.NLayer * n * hp.NEmbd
+	values := 2 * hp.NLayer * n * hp.KVShape().Width
 	for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
 		for _, i := range []int{0, values / 2, values - 1} {
 			b := bytes.Clone(saved)
@@ -79,7 +79,7 @@ func TestHostileSessionGenerationEnds(t *testing.T) {
 	n := int(binary.LittleEndian.Uint32(saved[sessionHeaderSize-4:]))
 	for _, v := range []float32{math.MaxFloat32, -math.MaxFloat32, 1e30} {
 		b := bytes.Clone(saved)
-		for i := range 2 * hp.NLayer * n * hp.NEmbd {
+		for i := range 2 * hp.NLayer * n * hp.KVShape().Width {
 			binary.LittleEndian.PutUint32(b[cacheValueOffset(b, i):], math.Float32bits(v))
 		}
 		s, err := m.LoadSession(bytes.NewReader(reseal(b)))

@@ -8,6 +8,7 @@ import (
 	"github.com/gorun-dev/gorun/gguf"
 	"github.com/gorun-dev/gorun/graph"
 	"github.com/gorun-dev/gorun/internal/osutil"
+	"github.com/gorun-dev/gorun/kvcache"
 	"github.com/gorun-dev/gorun/models"
 	"github.com/gorun-dev/gorun/quant"
 )
@@ -117,7 +118,7 @@ func estimate(f *gguf.File, arch models.Model, nctx, nbatch, threads int) (Memor
 	}
 	hp := arch.Hparams()
 	var sz sizer
-	cache, err := models.NewKVCache(&sz, hp.NLayer, hp.NEmbd, nctx, quant.F32)
+	cache, err := kvcache.New(&sz, hp.KVShape(), nctx, quant.F32)
 	if err != nil {
 		return e, err
 	}
@@ -155,6 +156,7 @@ type sizer struct{}
 func (*sizer) Name() string                            { return "sizer" }
 func (*sizer) Alloc(size int) (*graph.Buffer, error)   { return &graph.Buffer{Size: size}, nil }
 func (*sizer) Weights(b []byte) (*graph.Buffer, error) { return &graph.Buffer{Size: len(b)}, nil }
+func (*sizer) Supports(*graph.Tensor) error            { return nil }
 func (*sizer) Compute(*graph.Graph) error              { return fmt.Errorf("sizer: cannot compute") }
 func (*sizer) Write(*graph.Tensor, []byte) error       { return fmt.Errorf("sizer: cannot write") }
 func (*sizer) Read(*graph.Tensor, []byte) error        { return fmt.Errorf("sizer: cannot read") }
@@ -166,7 +168,7 @@ var memAvailable = osutil.MemAvailable
 // checkMemory refuses a model and context that need more memory than the limit: limit bytes
 // when positive, none when negative, the machine's available memory when zero (no check where
 // that is unknown).
-func (m *Model) checkMemory(limit int64) error {
+func (m *Model) checkMemory(limit int64, threads int) error {
 	what := "the limit set (--mem-limit)"
 	if limit == 0 {
 		avail, ok := memAvailable()
@@ -178,7 +180,7 @@ func (m *Model) checkMemory(limit int64) error {
 	if limit < 0 {
 		return nil
 	}
-	e, err := m.EstimateMemory(m.nctx)
+	e, err := estimate(m.file, m.arch, m.nctx, m.nbatch, threads)
 	if err != nil {
 		return err
 	}

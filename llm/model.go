@@ -17,6 +17,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/gorun-dev/gorun/backend"
 	"github.com/gorun-dev/gorun/cpu"
 	"github.com/gorun-dev/gorun/gguf"
 	"github.com/gorun-dev/gorun/graph"
@@ -32,13 +33,17 @@ type Options struct {
 	ContextLength int
 	// BatchSize is the most prompt tokens evaluated in one graph (0: 512).
 	BatchSize int
-	// Backend runs the graphs; nil means a CPU backend with Threads threads. The model closes
-	// a backend it made, not one it was given.
+	// Backend runs the graphs; nil means the device GPULayers chooses (the CPU with Threads
+	// threads by default). The model closes a backend it made, not one it was given.
 	Backend graph.Backend
 	// QuantizedActivations makes the CPU backend quantize activations to 8 bits for
 	// multiplications with quantized weights, as ggml does (integer dot products), instead of
 	// keeping them float32.
 	QuantizedActivations bool
+	// GPULayers is the number of layers to run on the GPU (llama.cpp's -ngl): 0 runs on the
+	// CPU; the GPU backend runs whole models, so any other value must be at least the model's
+	// layer count (99 for all). A binary built without a GPU backend returns ErrNoGPU.
+	GPULayers int
 	// MemoryLimit bounds the memory the model and a session may need (EstimateMemory), in
 	// bytes: 0 means the memory the machine has available (Linux: MemAvailable; elsewhere
 	// unchecked), a negative value turns the check off. Load refuses a model and context
@@ -53,7 +58,7 @@ type Model struct {
 	file     *gguf.File
 	path     string
 	arch     models.Model
-	tok      *tokenizer.Tokenizer
+	tok      tokenizer.Tokenizer
 	be       graph.Backend
 	ownsBe   bool
 	nctx     int
@@ -97,26 +102,45 @@ func newModel(f *gguf.File, opts Options) (*Model, error) {
 	if err != nil {
 		return nil, classify(err)
 	}
-	m := &Model{file: f, tok: tok, be: opts.Backend}
-	if m.be == nil {
-		b := cpu.New(opts.Threads)
-		b.SetQuantizedActivations(opts.QuantizedActivations)
-		m.be, m.ownsBe = b, true
+	// The architecture bound on a backend that allocates nothing: its graphs are checked
+	// against the device and sized before any weight is uploaded or memory is taken.
+	plan, err := models.Load(f, &sizer{})
+	if err != nil {
+		return nil, classify(err)
+	}
+	m := &Model{file: f, tok: tok, arch: plan}
+	if err := m.configure(plan.Hparams(), opts); err != nil {
+		return nil, err
+	}
+	dev, err := chooseDevice(plan.Hparams(), opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.checkSupport(dev, opts.Backend); err != nil {
+		return nil, err
+	}
+	if err := m.checkMemory(opts.MemoryLimit, scratchThreads(dev, opts)); err != nil {
+		return nil, err
+	}
+	if err := m.open(dev, opts); err != nil {
+		return nil, err
 	}
 	if m.arch, err = models.Load(f, m.be); err != nil {
 		m.closeBackend()
 		return nil, classify(err)
 	}
-	hp := m.arch.Hparams()
-	if hp.NVocab != tok.VocabSize() {
-		m.closeBackend()
-		return nil, fmt.Errorf("%w: the tokenizer has %d tokens but the model %d", ErrBadFile, tok.VocabSize(), hp.NVocab)
+	return m, nil
+}
+
+// configure checks the model against its tokenizer and sets the context and batch lengths.
+func (m *Model) configure(hp models.Hparams, opts Options) error {
+	if hp.NVocab != m.tok.VocabSize() {
+		return fmt.Errorf("%w: the tokenizer has %d tokens but the model %d", ErrBadFile, m.tok.VocabSize(), hp.NVocab)
 	}
 	m.nctx = hp.NCtx
 	if opts.ContextLength > 0 {
 		if opts.ContextLength > hp.NCtx {
-			m.closeBackend()
-			return nil, fmt.Errorf("%w: context length %d exceeds the %d positions this %s model was trained for", ErrInvalidOption, opts.ContextLength, hp.NCtx, hp.Arch)
+			return fmt.Errorf("%w: context length %d exceeds the %d positions this %s model was trained for", ErrInvalidOption, opts.ContextLength, hp.NCtx, hp.Arch)
 		}
 		m.nctx = opts.ContextLength
 	}
@@ -125,11 +149,24 @@ func newModel(f *gguf.File, opts Options) (*Model, error) {
 		m.nbatch = opts.BatchSize
 	}
 	m.nbatch = min(m.nbatch, m.nctx)
-	if err := m.checkMemory(opts.MemoryLimit); err != nil {
-		m.closeBackend()
-		return nil, err
+	return nil
+}
+
+// open starts the backend: the one the options give (not owned), or the chosen device's.
+func (m *Model) open(dev backend.Device, opts Options) error {
+	if opts.Backend != nil {
+		m.be = opts.Backend
+		return nil
 	}
-	return m, nil
+	be, err := dev.Open(backend.Config{Threads: opts.Threads, QuantizedActivations: opts.QuantizedActivations})
+	if err != nil {
+		if dev.GPU {
+			return fmt.Errorf("no usable %s GPU: %w (check the driver with nvidia-smi, or load without GPU layers)", dev.Name, err)
+		}
+		return err
+	}
+	m.be, m.ownsBe = be, true
+	return nil
 }
 
 func (m *Model) closeBackend() {
@@ -142,7 +179,7 @@ func (m *Model) closeBackend() {
 func (m *Model) Path() string { return m.path }
 
 // Tokenizer returns the model's tokenizer.
-func (m *Model) Tokenizer() *tokenizer.Tokenizer { return m.tok }
+func (m *Model) Tokenizer() tokenizer.Tokenizer { return m.tok }
 
 // Hparams returns the model's shape.
 func (m *Model) Hparams() models.Hparams { return m.arch.Hparams() }
@@ -171,7 +208,7 @@ func errPromptTooLong(n, pos, size int) error {
 }
 
 // LoadTokenizer reads only the tokenizer of a GGUF model.
-func LoadTokenizer(path string) (*tokenizer.Tokenizer, error) {
+func LoadTokenizer(path string) (tokenizer.Tokenizer, error) {
 	f, err := gguf.Open(path)
 	if err != nil {
 		return nil, err

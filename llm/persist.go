@@ -10,7 +10,7 @@ import (
 	"io"
 	"math"
 
-	"github.com/gorun-dev/gorun/models"
+	"github.com/gorun-dev/gorun/kvcache"
 )
 
 // Saved sessions: a header, the tokens, the cache rows of the evaluated tokens, and a CRC-32
@@ -26,7 +26,7 @@ const (
 
 // Save writes the session (its tokens and their cached keys and values) so that
 // Model.LoadSession can restore it later, in this process or another, with the same model
-// file. The size is about 8 * layers * embd bytes per token in the context.
+// file. The size is about 8 * layers * n_head_kv * head_dim bytes per token in the context.
 //
 // Save may be called from any goroutine, and from Generate's callback. While another call runs
 // on the session, Save waits for its next step boundary (a callback of a Generate, or the
@@ -51,8 +51,8 @@ func (s *Session) Save(w io.Writer) error {
 	put(uint32(sessionVersion))
 	put(s.m.Fingerprint())
 	put(uint32(hp.NLayer))
-	put(uint32(hp.NEmbd))
-	put(uint32(0)) // F32
+	put(uint32(hp.KVShape().Width)) // values per cache row (n_embd for GPT-2)
+	put(uint32(0))                  // F32
 	put(uint32(len(s.tokens)))
 	put(uint32(s.npast))
 	put(s.tokens)
@@ -105,8 +105,8 @@ func (m *Model) LoadSession(r io.Reader) (*Session, error) {
 		return nil, bad("not a saved gorun session")
 	case hdr.Version != sessionVersion:
 		return nil, bad("version %d (this gorun reads version %d)", hdr.Version, sessionVersion)
-	case hdr.Layers != uint32(hp.NLayer) || hdr.Embd != uint32(hp.NEmbd) || hdr.CacheType != 0:
-		return nil, fmt.Errorf("%w: it has %d layers of %d, the model %d of %d", ErrSessionMismatch, hdr.Layers, hdr.Embd, hp.NLayer, hp.NEmbd)
+	case hdr.Layers != uint32(hp.NLayer) || hdr.Embd != uint32(hp.KVShape().Width) || hdr.CacheType != 0:
+		return nil, fmt.Errorf("%w: it has %d layers of %d, the model %d of %d", ErrSessionMismatch, hdr.Layers, hdr.Embd, hp.NLayer, hp.KVShape().Width)
 	case hdr.Fingerprint != m.Fingerprint():
 		return nil, fmt.Errorf("%w: it was saved with other weights", ErrSessionMismatch)
 	case hdr.Evaluated > hdr.Tokens:
@@ -163,7 +163,7 @@ func (m *Model) LoadSession(r io.Reader) (*Session, error) {
 // checkFinite reports the first NaN or infinity in the keys and values of the first n tokens
 // (an F32 cache, the only type saved sessions hold): attention over one turns every later
 // logit into NaN.
-func checkFinite(c *models.KVCache, n int) error {
+func checkFinite(c *kvcache.Cache, n int) error {
 	for l := range c.K {
 		for _, v := range []bool{false, true} {
 			rows := c.HostRows(l, v, n)

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/gorun-dev/gorun/graph"
+	"github.com/gorun-dev/gorun/kvcache"
 	"github.com/gorun-dev/gorun/models"
 	"github.com/gorun-dev/gorun/quant"
 	"github.com/gorun-dev/gorun/tokenizer"
@@ -46,7 +47,7 @@ type Session struct {
 	// step (or prompt batch) and stops.
 	closed atomic.Bool
 
-	cache    *models.KVCache
+	cache    *kvcache.Cache
 	tokens   []int32 // the context; tokens[:npast] have their keys and values in the cache
 	npast    int
 	logitsOK bool // logits follow tokens[npast-1], and npast == len(tokens)
@@ -88,7 +89,7 @@ func (m *Model) NewSession() (*Session, error) {
 	}
 	defer m.exit()
 	hp := m.arch.Hparams()
-	cache, err := models.NewKVCache(m.be, hp.NLayer, hp.NEmbd, m.nctx, quant.F32)
+	cache, err := kvcache.New(m.be, hp.KVShape(), m.nctx, quant.F32)
 	if err != nil {
 		return nil, err
 	}

@@ -253,7 +253,7 @@ func (s *Server) completionChecks(req *completionRequest) *apiError {
 
 // altMap is a step's alternatives as the completions API gives them: token text to
 // log-probability (nil, null in JSON, for none).
-func altMap(tok *tokenizer.Tokenizer, alts []alternative) map[string]float32 {
+func altMap(tok tokenizer.Tokenizer, alts []alternative) map[string]float32 {
 	if alts == nil {
 		return nil
 	}

@@ -46,7 +46,7 @@ func (c *wordCache) put(w string, ids []int32) {
 }
 
 // pairRank returns rank<<32 | merged id for the pair (a, b), or noMerge.
-func (t *Tokenizer) pairRank(a, b int32) uint64 {
+func (t *BPE) pairRank(a, b int32) uint64 {
 	if v, ok := t.merges[pairKey(a, b)]; ok {
 		return v
 	}
@@ -54,7 +54,7 @@ func (t *Tokenizer) pairRank(a, b int32) uint64 {
 }
 
 // appendWord appends the BPE encoding of pre-token w (raw bytes) to dst.
-func (t *Tokenizer) appendWord(dst []int32, w string) []int32 {
+func (t *BPE) appendWord(dst []int32, w string) []int32 {
 	if len(w) == 1 {
 		if id := t.byteTok[w[0]]; id >= 0 {
 			dst = append(dst, id)
@@ -82,7 +82,7 @@ func (t *Tokenizer) appendWord(dst []int32, w string) []int32 {
 // bpeSmall merges a short word: at each step the adjacent pair with the lowest
 // rank (leftmost among equals) is merged. Only the two ranks next to a merge
 // change, so each step costs one scan of the rank array and two lookups.
-func (t *Tokenizer) bpeSmall(dst []int32, w string) []int32 {
+func (t *BPE) bpeSmall(dst []int32, w string) []int32 {
 	var symBuf [smallWord]int32
 	var rankBuf [smallWord]uint64
 	syms := symBuf[:0]
@@ -131,7 +131,7 @@ type mergeCand struct {
 
 // bpeHeap merges a long word in O(n log n) with a linked list of symbols and
 // a min-heap of candidate merges, with the same result as bpeSmall.
-func (t *Tokenizer) bpeHeap(dst []int32, w string) []int32 {
+func (t *BPE) bpeHeap(dst []int32, w string) []int32 {
 	n := len(w)
 	ids := make([]int32, 0, n)
 	for i := 0; i < n; i++ {

@@ -1,5 +1,7 @@
 package tokenizer
 
+import "unicode/utf8"
+
 // Decoder turns a stream of token ids into text that is always valid UTF-8.
 // The bytes of a character split across tokens are held back until the
 // character completes. Bytes that can never form a character are replaced by
@@ -10,27 +12,29 @@ package tokenizer
 //
 // A Decoder is not safe for concurrent use.
 type Decoder struct {
-	t     *Tokenizer
+	t     Tokenizer
 	pend  [4]byte // an incomplete but so far valid UTF-8 sequence
 	npend int
 	work  []byte
 	out   []byte
 }
 
+// NewDecoder returns a streaming decoder of t's tokens.
+func NewDecoder(t Tokenizer) *Decoder { return &Decoder{t: t} }
+
 // NewDecoder returns a streaming decoder.
-func (t *Tokenizer) NewDecoder() *Decoder { return &Decoder{t: t} }
+func (t *BPE) NewDecoder() *Decoder { return NewDecoder(t) }
 
 const replacement = "\uFFFD"
 
 // Next adds token id and returns the text that is complete so far. Out-of-range
 // ids are ignored.
 func (d *Decoder) Next(id int32) string {
-	t := d.t
-	if id < 0 || int(id) >= len(t.pieces) {
+	piece := d.t.Piece(id)
+	if piece == "" {
 		return ""
 	}
-	piece := t.pieces[id]
-	if d.npend == 0 && t.whole[id] {
+	if d.npend == 0 && utf8.ValidString(piece) {
 		return piece // common case: no copy at all
 	}
 	d.work = append(append(d.work[:0], d.pend[:d.npend]...), piece...)

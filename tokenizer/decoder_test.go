@@ -9,7 +9,7 @@ import (
 
 // stream feeds ids through a fresh decoder and returns each Next result and
 // the Flush result.
-func stream(tok *Tokenizer, ids []int32) (parts []string, flush string) {
+func stream(tok *BPE, ids []int32) (parts []string, flush string) {
 	d := tok.NewDecoder()
 	for _, id := range ids {
 		parts = append(parts, d.Next(id))

@@ -21,12 +21,12 @@ func fixturesDir(tb testing.TB) string {
 
 var (
 	realOnce sync.Once
-	realTok  *Tokenizer
+	realTok  *BPE
 	realErr  error
 )
 
 // realTokenizer returns GPT-2's tokenizer from the fixtures, or skips.
-func realTokenizer(tb testing.TB) *Tokenizer {
+func realTokenizer(tb testing.TB) *BPE {
 	tb.Helper()
 	dir := fixturesDir(tb)
 	vocab, merges := filepath.Join(dir, "vocab.json"), filepath.Join(dir, "merges.txt")

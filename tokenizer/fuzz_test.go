@@ -13,7 +13,7 @@ import (
 
 // fuzzTokenizer is GPT-2's tokenizer when the fixtures are present, else a
 // small synthetic vocabulary.
-func fuzzTokenizer(f *testing.F) *Tokenizer {
+func fuzzTokenizer(f *testing.F) *BPE {
 	if haveFixture("vocab.json") {
 		return realTokenizer(f)
 	}
@@ -83,7 +83,7 @@ func benchText(b *testing.B) string {
 }
 
 func BenchmarkEncode(b *testing.B) {
-	tok := func() *Tokenizer {
+	tok := func() *BPE {
 		if haveFixture("vocab.json") {
 			return realTokenizer(b)
 		}

@@ -6,15 +6,24 @@ import (
 	"github.com/gorun-dev/gorun/gguf"
 )
 
-// FromGGUF builds the tokenizer stored in a GGUF file's metadata (tokenizer.ggml.*), as
-// llama.cpp's converter writes it for GPT-2-style byte-level BPE vocabularies.
-func FromGGUF(f *gguf.File) (*Tokenizer, error) {
-	kind, err := f.String("tokenizer.ggml.model")
-	if err != nil {
-		return nil, err
+func init() { Register("gpt2", Kind{Build: bpeFromGGUF}) }
+
+// bpePreTokenizers are the tokenizer.ggml.pre values whose pre-tokenizer BPE implements
+// (absent means GPT-2's, as in files written before llama.cpp recorded it).
+var bpePreTokenizers = map[string]bool{"": true, "gpt-2": true}
+
+// bpeFromGGUF builds a byte-level BPE tokenizer from GPT-2-style metadata, as llama.cpp's
+// converter writes it.
+func bpeFromGGUF(f *gguf.File, sp Special) (Tokenizer, error) {
+	pre := ""
+	if f.Has("tokenizer.ggml.pre") {
+		var err error
+		if pre, err = f.String("tokenizer.ggml.pre"); err != nil {
+			return nil, err
+		}
 	}
-	if kind != "gpt2" {
-		return nil, fmt.Errorf("tokenizer %q is not supported (supported: gpt2 byte-level BPE)", kind)
+	if !bpePreTokenizers[pre] {
+		return nil, fmt.Errorf("tokenizer.ggml.pre = %q is not supported; supported: gpt-2", pre)
 	}
 	tokens, err := f.Strings("tokenizer.ggml.tokens")
 	if err != nil {
@@ -34,15 +43,11 @@ func FromGGUF(f *gguf.File) (*Tokenizer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if f.Has("tokenizer.ggml.eos_token_id") {
-		id, err := f.Uint("tokenizer.ggml.eos_token_id")
-		if err != nil {
-			return nil, err
-		}
-		if id >= uint64(len(tokens)) {
-			return nil, fmt.Errorf("tokenizer.ggml.eos_token_id %d is outside the vocabulary of %d", id, len(tokens))
-		}
-		t.eos = int32(id)
+	if sp.EOS >= 0 {
+		t.eos = sp.EOS
 	}
+	sp.EOS = t.eos
+	sp.addEOG(t.ID)
+	t.special = sp
 	return t, nil
 }

@@ -11,7 +11,7 @@ import (
 
 // refEncode is Encode with the special tokens found by trying every one at every position
 // (quadratic, but obviously right): the reference for the matcher.
-func refEncode(t *Tokenizer, text string) []int32 {
+func refEncode(t *BPE, text string) []int32 {
 	var dst []int32
 	start := 0
 	for i := 0; i < len(text); {

@@ -1,13 +1,14 @@
-// Package tokenizer implements GPT-2's byte-level BPE tokenizer, producing the
-// same ids as Hugging Face's GPT-2 tokenizer (and llama.cpp's "gpt-2" BPE
-// vocabulary).
+// Package tokenizer turns text into token ids and back for the vocabularies GGUF files
+// carry. Each kind of vocabulary (tokenizer.ggml.model) is an implementation of the Tokenizer
+// interface that registers itself (registry.go); the rest of gorun names only the interface.
 //
-// Encoding splits the text on special tokens, splits each remaining piece with
+// BPE implements GPT-2's byte-level BPE ("gpt2"), producing the same ids as Hugging Face's
+// GPT-2 tokenizer (and llama.cpp's "gpt-2" BPE vocabulary). Its encoding splits the text on special tokens, splits each remaining piece with
 // the GPT-2 pre-tokenizer (see pretokenize.go), and runs BPE over the raw
 // bytes of each pre-token. Merges are kept as a table from a pair of token ids
 // to (rank, merged id), so encoding never builds the byte-mapped strings.
 //
-// A Tokenizer is immutable after construction apart from an internal, bounded
+// A BPE is immutable after construction apart from an internal, bounded
 // word cache, and is safe for concurrent use. A Decoder is not.
 package tokenizer
 
@@ -20,7 +21,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"unicode/utf8"
 )
 
 // ggml token types (enum llama_token_type as stored in GGUF).
@@ -36,11 +36,10 @@ const (
 // EndOfText is GPT-2's end-of-text token.
 const EndOfText = "<|endoftext|>"
 
-// Tokenizer is a GPT-2 byte-level BPE tokenizer.
-type Tokenizer struct {
+// BPE is a GPT-2-style byte-level BPE tokenizer.
+type BPE struct {
 	tokens []string // stored (byte-mapped) token strings; control tokens as-is
 	pieces []string // raw bytes of each token
-	whole  []bool   // pieces[i] is valid UTF-8 (decoder fast path)
 	types  []int32
 	vocab  map[string]int32
 
@@ -53,8 +52,9 @@ type Tokenizer struct {
 	specialByte  int // the single first byte of all specials, or -1
 	matcher      *specialMatcher
 
-	eos   int32
-	cache wordCache
+	eos     int32
+	special Special // from the file's metadata (FromGGUF); EOS alone for New
+	cache   wordCache
 }
 
 func pairKey(a, b int32) uint64 { return uint64(uint32(a))<<32 | uint64(uint32(b)) }
@@ -68,7 +68,7 @@ func pairKey(a, b int32) uint64 { return uint64(uint32(a))<<32 | uint64(uint32(b
 // "<|endoftext|>" (whatever its type) are the special tokens that Encode
 // matches in the input text. A merge whose two parts or whose result is not in
 // the vocabulary can never apply and is ignored.
-func New(tokens []string, merges []string, types []int32) (*Tokenizer, error) {
+func New(tokens []string, merges []string, types []int32) (*BPE, error) {
 	n := len(tokens)
 	if n == 0 {
 		return nil, errors.New("tokenizer: empty vocabulary")
@@ -79,15 +79,15 @@ func New(tokens []string, merges []string, types []int32) (*Tokenizer, error) {
 	if types != nil && len(types) != n {
 		return nil, fmt.Errorf("tokenizer: %d token types for %d tokens", len(types), n)
 	}
-	t := &Tokenizer{
+	t := &BPE{
 		tokens:      slices.Clone(tokens),
 		pieces:      make([]string, n),
-		whole:       make([]bool, n),
 		types:       make([]int32, n),
 		vocab:       make(map[string]int32, n),
 		merges:      make(map[uint64]uint64, min(len(merges), n)), // a merge that applies makes a token
 		specialByte: -1,
 		eos:         -1,
+		special:     noSpecial(),
 	}
 	for i := range t.byteTok {
 		t.byteTok[i] = -1
@@ -116,7 +116,6 @@ func New(tokens []string, merges []string, types []int32) (*Tokenizer, error) {
 		default:
 			t.pieces[i] = unmapToken(tok)
 		}
-		t.whole[i] = utf8.ValidString(t.pieces[i])
 	}
 	if id, ok := t.vocab[EndOfText]; ok {
 		t.eos = id
@@ -183,7 +182,7 @@ func New(tokens []string, merges []string, types []int32) (*Tokenizer, error) {
 // and merges.txt (one "left right" merge per line after the "#version"
 // header). "<|endoftext|>" is a control (special) token; every other token is
 // normal.
-func FromFiles(vocabJSON, mergesTXT string) (*Tokenizer, error) {
+func FromFiles(vocabJSON, mergesTXT string) (*BPE, error) {
 	vb, err := os.ReadFile(vocabJSON)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer: %w", err)
@@ -238,14 +237,32 @@ func FromFiles(vocabJSON, mergesTXT string) (*Tokenizer, error) {
 }
 
 // VocabSize returns the number of tokens.
-func (t *Tokenizer) VocabSize() int { return len(t.tokens) }
+func (t *BPE) VocabSize() int { return len(t.tokens) }
 
-// EOS returns the id of "<|endoftext|>", or -1 if the vocabulary has none.
-func (t *Tokenizer) EOS() int32 { return t.eos }
+// EOS returns the end-of-sequence id: the file's eos_token_id, else "<|endoftext|>", or -1.
+func (t *BPE) EOS() int32 { return t.eos }
+
+// Special returns the special token ids and the BOS/EOS rules.
+func (t *BPE) Special() Special {
+	sp := t.special
+	sp.EOS = t.eos
+	return sp
+}
+
+// IsEOG reports whether id ends generation (see Special.EOG).
+func (t *BPE) IsEOG(id int32) bool { return id == t.eos || t.special.isEOG(id) }
+
+// Piece returns the raw text (bytes) of token id, or "" if id is out of range.
+func (t *BPE) Piece(id int32) string {
+	if id < 0 || int(id) >= len(t.pieces) {
+		return ""
+	}
+	return t.pieces[id]
+}
 
 // Token returns the stored (byte-mapped) string of token id, or "" if id is
 // out of range.
-func (t *Tokenizer) Token(id int32) string {
+func (t *BPE) Token(id int32) string {
 	if id < 0 || int(id) >= len(t.tokens) {
 		return ""
 	}
@@ -253,7 +270,7 @@ func (t *Tokenizer) Token(id int32) string {
 }
 
 // ID returns the id of the token whose stored string is token.
-func (t *Tokenizer) ID(token string) (int32, bool) {
+func (t *BPE) ID(token string) (int32, bool) {
 	id, ok := t.vocab[token]
 	return id, ok
 }
@@ -261,7 +278,7 @@ func (t *Tokenizer) ID(token string) (int32, bool) {
 // TokenBytes returns the raw bytes of token id (for control and user-defined
 // tokens, their text), or nil if id is out of range. The result is a fresh
 // copy.
-func (t *Tokenizer) TokenBytes(id int32) []byte {
+func (t *BPE) TokenBytes(id int32) []byte {
 	if id < 0 || int(id) >= len(t.pieces) {
 		return nil
 	}
@@ -270,7 +287,7 @@ func (t *Tokenizer) TokenBytes(id int32) []byte {
 
 // Decode returns the concatenated bytes of the tokens. Out-of-range ids are
 // skipped. The result may be invalid UTF-8 if the ids split a character.
-func (t *Tokenizer) Decode(ids []int32) string {
+func (t *BPE) Decode(ids []int32) string {
 	n := 0
 	for _, id := range ids {
 		if id >= 0 && int(id) < len(t.pieces) {
@@ -291,19 +308,19 @@ func (t *Tokenizer) Decode(ids []int32) string {
 // user-defined token) occurring in text are matched first, leftmost and then
 // longest, and emitted as their ids; the text between them is encoded as by
 // EncodeOrdinary.
-func (t *Tokenizer) Encode(text string) []int32 {
+func (t *BPE) Encode(text string) []int32 {
 	return t.AppendEncode(make([]int32, 0, len(text)/4+1), text)
 }
 
 // EncodeOrdinary tokenizes text without matching special tokens:
 // "<|endoftext|>" in text is encoded as ordinary characters.
-func (t *Tokenizer) EncodeOrdinary(text string) []int32 {
+func (t *BPE) EncodeOrdinary(text string) []int32 {
 	return t.appendOrdinary(make([]int32, 0, len(text)/4+1), text)
 }
 
 // AppendEncode appends the encoding of text (as Encode) to dst and returns the
 // extended slice.
-func (t *Tokenizer) AppendEncode(dst []int32, text string) []int32 {
+func (t *BPE) AppendEncode(dst []int32, text string) []int32 {
 	if len(t.specials) == 0 {
 		return t.appendOrdinary(dst, text)
 	}
@@ -346,7 +363,7 @@ func (t *Tokenizer) AppendEncode(dst []int32, text string) []int32 {
 
 // matchSpecial returns the longest special token that s starts with (by trying each: the
 // reference the matcher is tested against).
-func (t *Tokenizer) matchSpecial(s string) (int32, bool) {
+func (t *BPE) matchSpecial(s string) (int32, bool) {
 	for _, id := range t.specials {
 		if strings.HasPrefix(s, t.tokens[id]) {
 			return id, true
@@ -355,7 +372,7 @@ func (t *Tokenizer) matchSpecial(s string) (int32, bool) {
 	return 0, false
 }
 
-func (t *Tokenizer) appendOrdinary(dst []int32, text string) []int32 {
+func (t *BPE) appendOrdinary(dst []int32, text string) []int32 {
 	for i := 0; i < len(text); {
 		j := pretokenEnd(text, i)
 		dst = t.appendWord(dst, text[i:j])

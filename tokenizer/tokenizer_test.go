@@ -10,7 +10,7 @@ import (
 // tinyVocab builds a small synthetic GPT-2-style vocabulary: the 256 byte
 // tokens (in byte order, so byte b has id b), then the results of merges in
 // rank order, then the given specials as control tokens.
-func tinyVocab(tb testing.TB, merges []string, specials ...string) *Tokenizer {
+func tinyVocab(tb testing.TB, merges []string, specials ...string) *BPE {
 	tb.Helper()
 	var tokens []string
 	for b := range 256 {
@@ -35,7 +35,7 @@ func tinyVocab(tb testing.TB, merges []string, specials ...string) *Tokenizer {
 }
 
 // mustID returns the id of the mapped token for the raw text s.
-func mustID(tb testing.TB, tok *Tokenizer, raw string) int32 {
+func mustID(tb testing.TB, tok *BPE, raw string) int32 {
 	tb.Helper()
 	id, ok := tok.ID(mapBytes(raw))
 	if !ok {

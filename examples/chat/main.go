@@ -40,6 +40,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, interrupts <-
 	maxTokens := fs.Int("n", 128, "most tokens per answer")
 	temp := fs.Float64("temp", 0.8, "temperature (0: greedy)")
 	seed := fs.Uint64("seed", 0, "random seed (0: a random one)")
+	ngl := fs.Int("ngl", 0, "layers on the GPU (a build with -tags cuda; 99: all)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -47,7 +48,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, interrupts <-
 		fmt.Fprintln(stderr, "chat: -m MODEL is required")
 		return 2
 	}
-	m, err := llm.Load(*model, llm.Options{Threads: *threads})
+	m, err := llm.Load(*model, llm.Options{Threads: *threads, GPULayers: *ngl})
 	if err != nil {
 		fmt.Fprintln(stderr, "chat:", err)
 		return 1

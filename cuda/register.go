@@ -1,0 +1,75 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+
+	"github.com/gorun-dev/gorun/backend"
+	"github.com/gorun-dev/gorun/graph"
+	"github.com/gorun-dev/gorun/quant"
+)
+
+func init() {
+	backend.Register(backend.Device{
+		Name:     "cuda",
+		GPU:      true,
+		Supports: supports,
+		Open: func(c backend.Config) (graph.Backend, error) {
+			return New(c.Ordinal)
+		},
+	})
+}
+
+// Supports reports whether the GPU computes node n (see supports).
+func (b *Backend) Supports(n *graph.Tensor) error { return supports(n) }
+
+// supports reports whether the kernels of this package compute node n: the ops compile.go
+// launches, weights of the types that have kernels (typeSuffix), caches in f32 or f16. It is
+// what compile would refuse, asked before any weight is uploaded.
+func supports(n *graph.Tensor) error {
+	switch n.Op {
+	case graph.OpMulMat:
+		w := n.Src[0]
+		if _, ok := typeSuffix[w.Type]; !ok {
+			return fmt.Errorf("cuda: mul_mat of %q: tensor type %v is not supported on the GPU (GPU weight types: %s)", w.Name, w.Type, gpuTypes())
+		}
+		if w.Ne[2]*w.Ne[3] != 1 {
+			return fmt.Errorf("cuda: mul_mat of %q: 3-D weights are not supported", w.Name)
+		}
+	case graph.OpGetRows:
+		if t := n.Src[0]; typeSuffix[t.Type] == "" {
+			return fmt.Errorf("cuda: get_rows of %q: tensor type %v is not supported on the GPU (GPU weight types: %s)", t.Name, t.Type, gpuTypes())
+		}
+	case graph.OpStoreKV:
+		return cacheType(n.Op, n.Src[0])
+	case graph.OpAttention:
+		return cacheType(n.Op, n.Src[1])
+	case graph.OpNone, graph.OpView, graph.OpAdd, graph.OpMul, graph.OpGELU, graph.OpScale, graph.OpCopy, graph.OpLayerNorm:
+	default:
+		return fmt.Errorf("cuda: op %v is not supported", n.Op)
+	}
+	return nil
+}
+
+// cacheType accepts the KV cache types the attention kernels read.
+func cacheType(op graph.Op, c *graph.Tensor) error {
+	if c.Type != quant.F32 && c.Type != quant.F16 {
+		return fmt.Errorf("cuda: %v: cache type %v is not supported (f32, f16)", op, c.Type)
+	}
+	return nil
+}
+
+// gpuTypes lists the weight types with GPU kernels, in type order.
+func gpuTypes() string {
+	s := ""
+	for t := quant.Type(0); t < 64; t++ {
+		if typeSuffix[t] != "" {
+			if s != "" {
+				s += ", "
+			}
+			s += t.String()
+		}
+	}
+	return s
+}

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/gorun-dev/gorun/llm"
+)
+
+// modelFlags are the options every command that loads a model shares.
+type modelFlags struct {
+	model   string
+	threads int
+	ctx     int
+	batch   int
+	ngl     int
+	q8act   bool
+	mem     memLimit
+}
+
+func (m *modelFlags) register(fs interface {
+	Var(flag.Value, string, string)
+	StringVar(*string, string, string, string)
+	IntVar(*int, string, int, string)
+	BoolVar(*bool, string, bool, string)
+}) {
+	fs.StringVar(&m.model, "m", "", "model `FILE` (GGUF)")
+	fs.StringVar(&m.model, "model", "", "same as -m")
+	fs.IntVar(&m.threads, "t", 0, "CPU `threads` (default: one per physical core)")
+	fs.IntVar(&m.threads, "threads", 0, "same as -t")
+	fs.IntVar(&m.ctx, "c", 0, "context length in tokens (default: the model's)")
+	fs.IntVar(&m.ctx, "ctx-size", 0, "same as -c")
+	fs.IntVar(&m.batch, "b", 512, "prompt tokens per graph evaluation")
+	fs.IntVar(&m.batch, "batch-size", 512, "same as -b")
+	fs.IntVar(&m.ngl, "ngl", 0, "layers to offload to the GPU (a CUDA build offloads all or none: 99 for all)")
+	fs.IntVar(&m.ngl, "n-gpu-layers", 0, "same as -ngl")
+	fs.BoolVar(&m.q8act, "quantized-activations", false, "quantize activations to 8 bits for quantized weights (ggml's integer path) instead of float32")
+	fs.Var(&m.mem, "mem-limit", "refuse a model and context needing more than `SIZE` (512M, 8G, ...; auto: the memory available; off)")
+}
+
+func (m *modelFlags) load(stderr io.Writer) (*llm.Model, error) {
+	if m.threads < 0 || m.ctx < 0 || m.batch < 1 {
+		return nil, fmt.Errorf("-t, -c must be >= 0 and -b >= 1")
+	}
+	if m.ngl < 0 {
+		return nil, fmt.Errorf("-ngl %d: the layer count must be >= 0", m.ngl)
+	}
+	opts := llm.Options{Threads: m.threads, ContextLength: m.ctx, BatchSize: m.batch, QuantizedActivations: m.q8act,
+		MemoryLimit: int64(m.mem), GPULayers: m.ngl}
+	return loadOnDevice(m.model, opts, stderr)
+}
+
+// loadOnDevice loads a model on the device the options ask for. Like llama-cli, a build
+// without GPU support warns and runs on the CPU; a GPU in use is named on stderr.
+func loadOnDevice(path string, opts llm.Options, stderr io.Writer) (*llm.Model, error) {
+	md, err := llm.Load(path, opts)
+	if opts.GPULayers != 0 && errors.Is(err, llm.ErrNoGPU) {
+		fmt.Fprintf(stderr, "warning: -ngl %d: %v; running on the CPU\n", opts.GPULayers, err)
+		opts.GPULayers = 0
+		return llm.Load(path, opts)
+	}
+	if err == nil && opts.GPULayers != 0 {
+		if d, ok := md.Backend().(interface{ Device() string }); ok {
+			fmt.Fprintf(stderr, "gpu: %s\n", d.Device())
+		}
+	}
+	return md, err
+}

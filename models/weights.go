@@ -1,0 +1,57 @@
+package models
+
+import (
+	"fmt"
+
+	"github.com/gorun-dev/gorun/gguf"
+	"github.com/gorun-dev/gorun/graph"
+	"github.com/gorun-dev/gorun/quant"
+)
+
+// weights loads named tensors of a file as static graph tensors on a backend, checking shapes
+// and types. It keeps the first error, so an architecture's loader is a list of its tensors.
+type weights struct {
+	f   *gguf.File
+	be  graph.Backend
+	ctx *graph.Context
+	err error
+}
+
+func newWeights(f *gguf.File, be graph.Backend, tensors int) *weights {
+	return &weights{f: f, be: be, ctx: graph.NewContext(tensors)}
+}
+
+// load sets *dst to the tensor name with exactly the dims want (ne0 first).
+func (w *weights) load(dst **graph.Tensor, name string, want ...int) {
+	if w.err == nil {
+		*dst, w.err = w.get(name, want...)
+	}
+}
+
+// has reports whether the file holds tensor name (for optional tensors: biases, output).
+func (w *weights) has(name string) bool { return w.f.Tensor(name) != nil }
+
+// get returns the tensor name with exactly the dims want (ne0 first).
+func (w *weights) get(name string, want ...int) (*graph.Tensor, error) {
+	ti := w.f.Tensor(name)
+	if ti == nil {
+		return nil, fmt.Errorf("tensor %q is missing", name)
+	}
+	if len(ti.Dims) != len(want) {
+		return nil, fmt.Errorf("tensor %q has shape %v, want %v", name, ti.Dims, want)
+	}
+	for i, d := range ti.Dims {
+		if d != int64(want[i]) {
+			return nil, fmt.Errorf("tensor %q has shape %v, want %v", name, ti.Dims, want)
+		}
+	}
+	if _, err := quant.FormatOf(ti.Type); err != nil {
+		return nil, fmt.Errorf("tensor %q: %w: %w", name, ErrUnsupportedType, err)
+	}
+	buf, err := w.be.Weights(w.f.Data(ti))
+	if err != nil {
+		return nil, fmt.Errorf("tensor %q: %w", name, err)
+	}
+	t := w.ctx.NewStatic(name, ti.Type, buf, 0, want...)
+	return t, w.ctx.Err()
+}
