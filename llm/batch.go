@@ -84,6 +84,23 @@ func (b *batcher) signal() {
 	}
 }
 
+// compute runs g on the backend, one computation at a time. observe, when set, sees g's nodes
+// and no other computation's: the observer belongs to the backend, so it is set under
+// computeMu.
+func (m *Model) compute(g *graph.Graph, observe func(*graph.Tensor)) error {
+	m.computeMu.Lock()
+	defer m.computeMu.Unlock()
+	if observe != nil {
+		obs, ok := m.be.(graph.Observable)
+		if !ok {
+			return fmt.Errorf("the %s backend cannot report activations", m.be.Name())
+		}
+		obs.SetObserver(observe)
+		defer obs.SetObserver(nil)
+	}
+	return m.be.Compute(g)
+}
+
 // stepOne evaluates the session's next pending token, batched with the other sessions' steps.
 func (m *Model) stepOne(s *Session) error {
 	if err := m.enter(); err != nil {
@@ -202,9 +219,7 @@ func (b *batcher) runAlone(m *Model, s *Session) error {
 	if err := be.Write(sg.step.Positions, i32Bytes(b.pos)); err != nil {
 		return err
 	}
-	m.computeMu.Lock()
-	err := be.Compute(sg.g)
-	m.computeMu.Unlock()
+	err := m.compute(sg.g, nil)
 	if err != nil {
 		return err
 	}
@@ -233,9 +248,7 @@ func (b *batcher) runRows(m *Model, batch []*Session) error {
 	if err := be.Write(b.step.Positions, i32Bytes(b.pos)); err != nil {
 		return err
 	}
-	m.computeMu.Lock()
-	err := be.Compute(b.g)
-	m.computeMu.Unlock()
+	err := m.compute(b.g, nil)
 	if err != nil {
 		return err
 	}

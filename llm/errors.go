@@ -26,6 +26,9 @@ var (
 	ErrUnsupportedType = models.ErrUnsupportedType
 	// ErrInvalidOption: an option is NaN, infinite or out of range.
 	ErrInvalidOption = errors.New("invalid option")
+	// ErrBusy: the session is running another call (from another goroutine, or from a
+	// callback of its own Generate) that this one would interfere with.
+	ErrBusy = errors.New("session is busy")
 	// ErrSessionMismatch: a saved session belongs to another model or context length.
 	ErrSessionMismatch = errors.New("saved session does not fit this model")
 )

@@ -121,9 +121,18 @@ func (s *Session) Stream(ctx context.Context, prompt string, opts GenerateOption
 var errStopped = errors.New("stopped by the caller")
 
 // LastStats reports the session's last Generate, GenerateTokens or Stream.
-func (s *Session) LastStats() Stats { return s.last }
+func (s *Session) LastStats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last
+}
 
 func (s *Session) generate(ctx context.Context, prompt string, opts GenerateOptions, logProbs bool, emit func(Piece) error) (st Stats, err error) {
+	if err := s.begin(); err != nil {
+		return st, err
+	}
+	defer s.end()
+	emit = outside(s, emit) // a step boundary: the callback may Save, read or Close the session
 	defer func() { s.last = st }()
 	if err := s.usable(); err != nil {
 		st.Stop = StopClosed

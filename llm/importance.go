@@ -31,19 +31,21 @@ func (im *Importance) Weights() map[string][]float32 {
 
 // CollectImportance runs the model over tokens in chunks of the context length and accumulates
 // the squares of every matrix multiplication's activations. The output matrix sees the final
-// hidden states of every position (its logits are computed for all of them).
+// hidden states of every position (its logits are computed for all of them). Other sessions
+// of the model may compute at the same time; their activations do not count.
 func (m *Model) CollectImportance(ctx context.Context, tokens []int32, progress func(done, total int)) (*Importance, error) {
-	obs, ok := m.be.(graph.Observable)
-	if !ok {
+	if _, ok := m.be.(graph.Observable); !ok {
 		return nil, fmt.Errorf("the %s backend cannot report activations", m.be.Name())
 	}
 	im := &Importance{Sums: map[string][]float64{}, Counts: map[string]int{}}
-	obs.SetObserver(im.observe)
-	defer obs.SetObserver(nil)
 	s, err := m.NewSession()
 	if err != nil {
 		return nil, err
 	}
+	defer s.Close()
+	// Only this session's computations are observed: other sessions of the model may run
+	// meanwhile without adding to the statistics.
+	s.observe = im.observe
 	chunk := s.ContextLength()
 	V := m.Hparams().NVocab
 	logits := make([]float32, min(chunk, len(tokens))*V)

@@ -46,15 +46,24 @@ func (r *PerplexityResult) add(nll float64) {
 }
 
 // Perplexity scores tokens chunk by chunk, each chunk in a fresh context. Tokens past the last
-// whole chunk are not used (as llama-perplexity).
+// whole chunk are not used (as llama-perplexity). The session's context is empty afterwards.
+// Progress runs with the session unlocked, as Generate's callback (see Session).
 func (s *Session) Perplexity(ctx context.Context, tokens []int32, opts PerplexityOptions) (PerplexityResult, error) {
+	if err := s.begin(); err != nil {
+		return PerplexityResult{}, err
+	}
+	defer s.end()
+	if err := s.usable(); err != nil {
+		return PerplexityResult{}, err
+	}
 	var res PerplexityResult
+	nctx := s.m.nctx
 	chunk := opts.Chunk
 	if chunk == 0 {
-		chunk = s.cache.Size
+		chunk = nctx
 	}
-	if chunk < 2 || chunk > s.cache.Size {
-		return res, fmt.Errorf("chunk of %d tokens: must be 2..%d (the context length)", chunk, s.cache.Size)
+	if chunk < 2 || chunk > nctx {
+		return res, fmt.Errorf("chunk of %d tokens: must be 2..%d (the context length)", chunk, nctx)
 	}
 	n := len(tokens) / chunk
 	if n == 0 {
@@ -69,13 +78,20 @@ func (s *Session) Perplexity(ctx context.Context, tokens []int32, opts Perplexit
 	}
 	V := s.m.arch.Hparams().NVocab
 	logits := make([]float32, (chunk-first)*V)
+	var progress func(PerplexityResult) error
+	if opts.Progress != nil {
+		progress = outside(s, func(r PerplexityResult) error {
+			opts.Progress(r.Chunks, n, r)
+			return nil
+		})
+	}
 	for c := 0; c < n; c++ {
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
 		toks := tokens[c*chunk : (c+1)*chunk]
-		s.Reset()
-		if err := s.EvalLogits(toks, first, logits); err != nil {
+		s.rewind(0)
+		if err := s.evalLogits(toks, first, logits); err != nil {
 			return res, err
 		}
 		// Logits at position j predict token j+1; the last position predicts nothing here.
@@ -83,11 +99,11 @@ func (s *Session) Perplexity(ctx context.Context, tokens []int32, opts Perplexit
 			res.add(nll(logits[(j-first)*V:(j-first+1)*V], toks[j+1]))
 		}
 		res.Chunks++
-		if opts.Progress != nil {
-			opts.Progress(c+1, n, res)
+		if progress != nil {
+			progress(res)
 		}
 	}
-	s.Reset()
+	s.rewind(0)
 	if res.Scored == 0 {
 		return res, fmt.Errorf("no token was scored")
 	}

@@ -8,6 +8,9 @@ import (
 	"hash/crc32"
 	"hash/fnv"
 	"io"
+	"math"
+
+	"github.com/gorun-dev/gorun/kvcache"
 )
 
 // Saved sessions: a header, the tokens, the cache rows of the evaluated tokens, and a CRC-32
@@ -24,7 +27,14 @@ const (
 // Save writes the session (its tokens and their cached keys and values) so that
 // Model.LoadSession can restore it later, in this process or another, with the same model
 // file. The size is about 8 * layers * n_head_kv * head_dim bytes per token in the context.
+//
+// Save may be called from any goroutine, and from Generate's callback. While another call runs
+// on the session, Save waits for its next step boundary (a callback of a Generate, or the
+// call's end) and writes the state there; that call then waits until Save returns, so a slow w
+// holds it up.
 func (s *Session) Save(w io.Writer) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if err := s.usable(); err != nil {
 		return err
 	}
@@ -59,10 +69,12 @@ func (s *Session) Save(w io.Writer) error {
 	return bw.Flush()
 }
 
-// LoadSession reads a session that Save wrote into a new session of this model. It rejects
-// (with ErrBadFile) a truncated or corrupted one, and (with ErrSessionMismatch) one saved
-// from another model or holding more tokens than this model's context. Generating from the
-// restored session continues exactly as the saved one would have.
+// LoadSession reads a session that Save wrote into a new session of this model; r must end
+// where the session does. It rejects (with ErrBadFile) a truncated or corrupted one, one with
+// bytes after its checksum, and one whose cache holds a NaN or an infinity (a valid checksum
+// does not make the values sane: a hostile or buggy writer computes it too), and (with
+// ErrSessionMismatch) one saved from another model or holding more tokens than this model's
+// context. Generating from the restored session continues exactly as the saved one would have.
 func (m *Model) LoadSession(r io.Reader) (*Session, error) {
 	if err := m.enter(); err != nil {
 		return nil, err
@@ -70,7 +82,8 @@ func (m *Model) LoadSession(r io.Reader) (*Session, error) {
 	defer m.exit()
 	hp := m.arch.Hparams()
 	crc := crc32.NewIEEE()
-	in := io.TeeReader(bufio.NewReader(r), crc)
+	br := bufio.NewReader(r)
+	in := io.TeeReader(br, crc)
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: saved session: %s", ErrBadFile, fmt.Sprintf(format, args...))
 	}
@@ -134,15 +147,50 @@ func (m *Model) LoadSession(r io.Reader) (*Session, error) {
 	if got != sum {
 		return nil, bad("checksum mismatch: the data is corrupted")
 	}
+	if _, err := br.ReadByte(); err == nil {
+		return nil, bad("data after the checksum (a saved session is the whole stream)")
+	} else if err != io.EOF {
+		return nil, fmt.Errorf("saved session: reading after the checksum: %w", err)
+	}
+	if err := checkFinite(s.cache, n); err != nil {
+		return nil, bad("%v", err)
+	}
 	s.npast = n
 	s.logitsOK = false // the next call recomputes the last token's logits
 	return s, nil
 }
 
+// checkFinite reports the first NaN or infinity in the keys and values of the first n tokens
+// (an F32 cache, the only type saved sessions hold): attention over one turns every later
+// logit into NaN.
+func checkFinite(c *kvcache.Cache, n int) error {
+	for l := range c.K {
+		for _, v := range []bool{false, true} {
+			rows := c.HostRows(l, v, n)
+			for i := 0; i+4 <= len(rows); i += 4 {
+				x := float64(math.Float32frombits(binary.LittleEndian.Uint32(rows[i:])))
+				if math.IsNaN(x) || math.IsInf(x, 0) {
+					what := "keys"
+					if v {
+						what = "values"
+					}
+					return fmt.Errorf("cache: layer %d %s of token %d: %v is not finite", l, what, i/(len(rows)/n), x)
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // Fingerprint identifies the model's weights: a hash of the architecture, the tensor table and
-// a sample of every tensor's bytes. Saved sessions carry it.
+// a sample of every tensor's bytes. Saved sessions carry it. It is computed on first use, which
+// reads the mapped weights: after Close it is 0 unless it was computed before.
 func (m *Model) Fingerprint() uint64 {
 	m.fpOnce.Do(func() {
+		if m.enter() != nil {
+			return // closed: the mapping is gone
+		}
+		defer m.exit()
 		h := fnv.New64a()
 		hp := m.arch.Hparams()
 		fmt.Fprintf(h, "%+v|", hp)

@@ -3,6 +3,7 @@ package llm
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/gorun-dev/gorun/graph"
@@ -14,18 +15,39 @@ import (
 
 // Session is one conversation with a model: the tokens of its context, their keys and values
 // (the KV cache) and the graphs that fill it. Its single-token graph is built once, so
-// generating a token allocates nothing. A Session is not safe for concurrent use; use one per
-// goroutine. Sessions of one model that generate at the same time have their tokens computed
-// together, one forward pass per step for all of them (see Model).
+// generating a token allocates nothing. Sessions of one model that generate at the same time
+// have their tokens computed together, one forward pass per step for all of them (see Model).
+//
+// A session holds one conversation, so it runs one call at a time, but every method may be
+// called from any goroutine at any time, including from Generate's and Perplexity's callbacks:
+//   - Calls that change the context (Generate, GenerateTokens, Stream, Eval, EvalContext,
+//     EvalLogits, EvalAll, Logits, Perplexity, Rewind, Reset) return an error matching ErrBusy
+//     while another of them is running; they never wait for it.
+//   - Save, Pos, Tokens and LastStats wait for a step boundary of the running call (the next
+//     callback of a Generate, or the call's end) and see a consistent state: a Save taken
+//     during a generation restores exactly the tokens generated so far.
+//   - Close stops the running call at its next step (the call returns an error matching
+//     ErrClosed) and the memory is released when that call returns; Close itself waits only
+//     for the step, prompt batch or Save in progress.
 //
 // The context may end with one token that is not in the cache yet: the last token Generate
 // sampled. It counts in Pos and is evaluated by the next call that needs its logits, so
 // generating in several calls gives the same text as one call, without a wasted evaluation.
 type Session struct {
-	m     *Model
-	id    uint64
-	cache *kvcache.Cache
+	m  *Model
+	id uint64
 
+	// mu guards the fields after closed: a call holds it while it works on the session and
+	// lets go of it while a callback of its caller runs (a step boundary), so that Save, Pos,
+	// Tokens and Close work from the callback and from other goroutines.
+	mu sync.Mutex
+	// busy is set for the whole of a call that changes the context, callbacks included.
+	busy atomic.Bool
+	// closed is set by Close before it takes mu, so that a running call sees it at its next
+	// step (or prompt batch) and stops.
+	closed atomic.Bool
+
+	cache    *kvcache.Cache
 	tokens   []int32 // the context; tokens[:npast] have their keys and values in the cache
 	npast    int
 	logitsOK bool // logits follow tokens[npast-1], and npast == len(tokens)
@@ -36,10 +58,11 @@ type Session struct {
 	posBuf []int32   // positions input of a step
 
 	lastWasBatch bool // which graph holds the latest logits
-	closed       bool
 	last         Stats
 	dec          *tokenizer.Decoder // generated text's decoder, kept between Generate calls
 	step         stepRequest        // this session's request to the model's batcher
+	// observe, when set, sees every node of the session's batch graphs (CollectImportance).
+	observe func(*graph.Tensor)
 }
 
 // stepGraph is a built forward pass with its memory.
@@ -113,11 +136,49 @@ func (s *Session) build(sg *stepGraph, n, logitsFrom int) error {
 	return nil
 }
 
+// begin starts a call that changes the context: it fails with ErrBusy while another one runs,
+// else it locks the session until end.
+func (s *Session) begin() error {
+	if !s.busy.CompareAndSwap(false, true) {
+		return fmt.Errorf("%w: another call (Generate, Eval, Perplexity, Rewind...) is running on it", ErrBusy)
+	}
+	s.mu.Lock()
+	return nil
+}
+
+// end finishes a call begun with begin, releasing the session's memory if Close came meanwhile.
+func (s *Session) end() {
+	if s.closed.Load() {
+		s.free()
+	}
+	s.busy.Store(false)
+	s.mu.Unlock()
+}
+
+// outside wraps a caller's callback so that it runs with the session unlocked: it is called at
+// a step boundary, where the session's state is consistent, and may Save, read or Close the
+// session (Close then stops the call at its next step).
+func outside[T any](s *Session, callback func(T) error) func(T) error {
+	return func(x T) error {
+		s.mu.Unlock()
+		defer s.mu.Lock()
+		return callback(x)
+	}
+}
+
 // Pos is the number of tokens in the session's context.
-func (s *Session) Pos() int { return len(s.tokens) }
+func (s *Session) Pos() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.tokens)
+}
 
 // Tokens returns a copy of the tokens of the context.
-func (s *Session) Tokens() []int32 { return append([]int32(nil), s.tokens...) }
+func (s *Session) Tokens() []int32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]int32(nil), s.tokens...)
+}
 
 // ContextLength is the number of tokens the session can hold.
 func (s *Session) ContextLength() int { return s.m.nctx }
@@ -125,13 +186,21 @@ func (s *Session) ContextLength() int { return s.m.nctx }
 // Model is the model the session runs.
 func (s *Session) Model() *Model { return s.m }
 
-// Reset empties the context.
-func (s *Session) Reset() { s.Rewind(0) }
+// Reset empties the context. It fails only while another call runs (ErrBusy).
+func (s *Session) Reset() error { return s.Rewind(0) }
 
 // Rewind keeps the first n tokens of the context and drops the rest, so that generation can
 // go on from there (say, to regenerate an answer). Nothing is recomputed: the cache rows of the
 // dropped tokens are overwritten later. n must be in [0, Pos()].
 func (s *Session) Rewind(n int) error {
+	if err := s.begin(); err != nil {
+		return err
+	}
+	defer s.end()
+	return s.rewind(n)
+}
+
+func (s *Session) rewind(n int) error {
 	if n < 0 || n > len(s.tokens) {
 		return fmt.Errorf("%w: rewind to %d tokens of a %d-token context", ErrInvalidOption, n, len(s.tokens))
 	}
@@ -145,17 +214,28 @@ func (s *Session) Rewind(n int) error {
 }
 
 // Close releases the session's memory; using it afterwards returns ErrClosed. It is safe to
-// call more than once.
+// call more than once, from any goroutine and from Generate's callback. A call running on the
+// session stops at its next step with an error matching ErrClosed, and the memory is released
+// when it returns.
 func (s *Session) Close() error {
-	s.closed = true
+	s.closed.Store(true)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.busy.Load() {
+		s.free()
+	}
+	return nil
+}
+
+// free drops the session's memory (the cache and the graphs' arenas).
+func (s *Session) free() {
 	s.cache = nil
 	s.decode, s.batch = stepGraph{}, stepGraph{}
-	return nil
 }
 
 // usable reports ErrClosed for a closed session or model.
 func (s *Session) usable() error {
-	if s.closed {
+	if s.closed.Load() {
 		return fmt.Errorf("%w: the session was closed", ErrClosed)
 	}
 	return s.m.closedErr()
@@ -175,6 +255,10 @@ func (s *Session) EvalContext(ctx context.Context, tokens []int32) ([]float32, e
 	if len(tokens) == 0 {
 		return nil, fmt.Errorf("%w: no tokens to evaluate", ErrInvalidOption)
 	}
+	if err := s.begin(); err != nil {
+		return nil, err
+	}
+	defer s.end()
 	if err := s.usable(); err != nil {
 		return nil, err
 	}
@@ -189,6 +273,10 @@ func (s *Session) EvalContext(ctx context.Context, tokens []int32) ([]float32, e
 // Logits evaluates what is pending (the last sampled token) and returns the logits after the
 // context's last token. The slice stays valid until the next call.
 func (s *Session) Logits(ctx context.Context) ([]float32, error) {
+	if err := s.begin(); err != nil {
+		return nil, err
+	}
+	defer s.end()
 	if err := s.usable(); err != nil {
 		return nil, err
 	}
@@ -212,6 +300,10 @@ func (s *Session) sync(ctx context.Context, keep int) ([]float32, error) {
 		if err := ctx.Err(); err != nil {
 			s.rollback(keep)
 			return nil, cancelled(err)
+		}
+		if err := s.usable(); err != nil { // closed by another goroutine or a callback
+			s.rollback(keep)
+			return nil, err
 		}
 		n := min(len(s.tokens)-s.npast, s.m.nbatch)
 		if n > promptSlice && s.m.batch.generating() {
@@ -253,6 +345,14 @@ func (s *Session) EvalAll(tokens []int32, dst []float32) error { return s.EvalLo
 // (len(tokens)-from rows of the vocabulary size), as perplexity needs. The output layer runs
 // only for those rows.
 func (s *Session) EvalLogits(tokens []int32, from int, dst []float32) error {
+	if err := s.begin(); err != nil {
+		return err
+	}
+	defer s.end()
+	return s.evalLogits(tokens, from, dst)
+}
+
+func (s *Session) evalLogits(tokens []int32, from int, dst []float32) error {
 	V := s.m.arch.Hparams().NVocab
 	if from < 0 || from >= len(tokens) || len(dst) != (len(tokens)-from)*V {
 		return fmt.Errorf("%w: logits buffer of %d values for tokens %d..%d of a %d-token vocabulary", ErrInvalidOption, len(dst), from, len(tokens), V)
@@ -277,6 +377,10 @@ func (s *Session) EvalLogits(tokens []int32, from int, dst []float32) error {
 		// Logits of this batch start at the first wanted row in it, or its last row when
 		// none is wanted (a graph always has an output).
 		lf := min(max(from, 0), n-1)
+		if err := s.usable(); err != nil { // closed meanwhile
+			s.rollback(keep)
+			return err
+		}
 		if err := s.runBatch(n, lf); err != nil {
 			s.rollback(keep)
 			return err
@@ -329,9 +433,7 @@ func (s *Session) runBatch(n, logitsFrom int) error {
 	if err := be.Write(s.batch.step.Positions, i32Bytes(pos)); err != nil {
 		return err
 	}
-	s.m.computeMu.Lock()
-	err := be.Compute(s.batch.g)
-	s.m.computeMu.Unlock()
+	err := s.m.compute(s.batch.g, s.observe)
 	if err != nil {
 		return err
 	}
