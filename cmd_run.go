@@ -13,11 +13,9 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/gorun-dev/gorun/graph"
 	"github.com/gorun-dev/gorun/llm"
-	"github.com/gorun-dev/gorun/tokenizer"
 )
 
 // modelFlags are the options every command that loads a model shares.
@@ -231,6 +229,8 @@ func (f *runFlags) generateOptions(seed uint64) llm.GenerateOptions {
 	opts := llm.GenerateOptions{IgnoreEOS: f.ignoreEOS, Sample: llm.SampleOptions{
 		Temperature: float32(f.temp), TopK: f.topK, TopP: float32(f.topP), MinP: float32(f.minP),
 		RepeatPenalty: float32(f.rep), RepeatLastN: f.repN, Seed: seed,
+		// llama.cpp's penalties: over the last --repeat-last-n tokens, prompt included.
+		FrequencyPenalty: float32(f.freq), PresencePenalty: float32(f.pres), LogitBias: f.bias,
 	}}
 	if f.topK == 0 {
 		opts.Sample.TopK = llm.NoTopK
@@ -239,8 +239,8 @@ func (f *runFlags) generateOptions(seed uint64) llm.GenerateOptions {
 		opts.Sample.MinP = llm.NoMinP
 	}
 	switch {
-	case f.repN == 0:
-		opts.Sample.RepeatPenalty = 1 // no window: no penalty
+	case f.repN == 0: // no window: no penalties
+		opts.Sample.RepeatPenalty, opts.Sample.FrequencyPenalty, opts.Sample.PresencePenalty = 1, 0, 0
 	case f.repN < 0:
 		opts.Sample.RepeatLastN = llm.WholeContext
 	}
@@ -296,8 +296,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	g := &generator{m: m, sess: sess, opts: f.generateOptions(seed), shift: f.shifting(), keep: f.keep,
-		adj: penalties{frequency: float32(f.freq), presence: float32(f.pres), lastN: f.repN, bias: f.bias}}
+	g := &generator{m: m, sess: sess, opts: f.generateOptions(seed), shift: f.shifting(), keep: f.keep}
 	if f.interactiveMode() {
 		return runInteractive(g, &f, text, os.Stdin, stdout, stderr)
 	}
@@ -343,160 +342,12 @@ func runOnce(g *generator, f *runFlags, text string, stdout, stderr io.Writer) e
 	return err
 }
 
-// penalties are what the library's sampler lacks: llama.cpp's frequency and presence penalties
-// (over the last lastN tokens of the context, prompt included, as llama-cli counts them) and
-// the logit bias.
-type penalties struct {
-	frequency, presence float32
-	lastN               int // 0: off; < 0: the whole context
-	bias                logitBias
-}
-
-func (p penalties) active() bool {
-	return len(p.bias) > 0 || (p.lastN != 0 && (p.frequency != 0 || p.presence != 0))
-}
-
-// apply writes the adjusted logits to dst.
-func (p penalties) apply(dst, logits []float32, tokens []int32) {
-	copy(dst, logits)
-	for id, b := range p.bias {
-		dst[id] += b // -inf bans the token
-	}
-	if p.lastN == 0 || (p.frequency == 0 && p.presence == 0) {
-		return
-	}
-	recent := tokens
-	if p.lastN > 0 && len(recent) > p.lastN {
-		recent = recent[len(recent)-p.lastN:]
-	}
-	counts := map[int32]int{}
-	for _, t := range recent {
-		counts[t]++
-	}
-	for id, c := range counts {
-		dst[id] -= p.frequency*float32(c) + p.presence
-	}
-}
-
-// generatePenalized is the library's generation with the penalties applied to the logits
-// before its sampler sees them: same sampler and draws per position, same decoder, stop
-// strings held back until they cannot begin. It goes on from the session's context (the
-// interactive mode's later turns) and passes every token to emit, as GenerateTokens does.
-func generatePenalized(ctx context.Context, m *llm.Model, sess *llm.Session, prompt string, opts llm.GenerateOptions, p penalties, emit func(llm.Piece) error) (llm.Stats, error) {
-	var st llm.Stats
-	tok := m.Tokenizer()
-	start := time.Now()
-	logits, err := evalPrompt(ctx, sess, tok, prompt, &st)
-	st.PromptTime = time.Since(start)
-	if err != nil {
-		st.Stop = stopOnError(ctx)
-		return st, err
-	}
-	start = time.Now()
-	tokens := sess.Tokens() // the context: what the penalties count, and the sampler's position
-	sampler := llm.NewSampler(opts.Sample, len(logits))
-	st.Seed = sampler.Seed()
-	work := make([]float32, len(logits))
-	dec := tok.NewDecoder()
-	var held string // generated text that might begin a stop string
-	finish := func(reason llm.StopReason) error {
-		st.Stop, st.GenTime = reason, time.Since(start)
-		held += dec.Flush()
-		if i, s := findStop(held, opts.Stop); i >= 0 {
-			held, st.Stop, st.StopString = held[:i], llm.StopString, s
-		}
-		if held == "" {
-			return nil
-		}
-		return emit(llm.Piece{Text: held, Token: -1})
-	}
-	for {
-		if err := ctx.Err(); err != nil {
-			st.Stop, st.GenTime = llm.StopCancelled, time.Since(start)
-			return st, err
-		}
-		if opts.MaxTokens > 0 && st.Tokens >= opts.MaxTokens {
-			return st, finish(llm.StopLength)
-		}
-		if len(tokens) >= sess.ContextLength() {
-			return st, finish(llm.StopContextFull)
-		}
-		p.apply(work, logits, tokens)
-		next := sampler.SampleAt(work, tokens, uint64(len(tokens)))
-		if next == tok.EOS() && !opts.IgnoreEOS {
-			return st, finish(llm.StopEOS)
-		}
-		// The token joins the context before its text is shown, so that whatever ends the
-		// loop (a stop string, the caller, Ctrl-C) the session holds every token whose text
-		// was shown, as the library's sessions do; the next turn goes on from there.
-		if logits, err = sess.EvalContext(ctx, []int32{next}); err != nil {
-			st.Stop, st.GenTime = stopOnError(ctx), time.Since(start)
-			return st, err
-		}
-		tokens = append(tokens, next)
-		st.Tokens++
-		held += dec.Next(next)
-		piece := llm.Piece{Token: next}
-		if i, s := findStop(held, opts.Stop); i >= 0 {
-			st.Stop, st.StopString, st.GenTime = llm.StopString, s, time.Since(start)
-			piece.Text = held[:i]
-			return st, emit(piece)
-		}
-		k := len(held) - stopPrefix(held, opts.Stop)
-		piece.Text, held = held[:k], held[k:]
-		if err := emit(piece); err != nil {
-			st.Stop, st.GenTime = llm.StopCaller, time.Since(start)
-			return st, err
-		}
-	}
-}
-
-// evalPrompt appends the prompt's tokens to the context and returns the logits after it (an
-// empty prompt goes on from the context, or starts a new text at end-of-text, as the
-// library does).
-func evalPrompt(ctx context.Context, sess *llm.Session, tok *tokenizer.Tokenizer, prompt string, st *llm.Stats) ([]float32, error) {
-	ids := tok.Encode(prompt)
-	if len(ids) == 0 && sess.Pos() == 0 {
-		ids = []int32{tok.EOS()}
-	}
-	st.PromptTokens = len(ids)
-	if len(ids) == 0 {
-		return sess.Logits(ctx)
-	}
-	return sess.EvalContext(ctx, ids)
-}
-
 // stopOnError is the stop reason of a failed evaluation: cancelled when ctx was.
 func stopOnError(ctx context.Context) llm.StopReason {
 	if ctx.Err() != nil {
 		return llm.StopCancelled
 	}
 	return llm.StopError
-}
-
-// findStop returns the index of the first stop string in t and the string, or -1.
-func findStop(t string, stops []string) (int, string) {
-	at, which := -1, ""
-	for _, s := range stops {
-		if i := strings.Index(t, s); s != "" && i >= 0 && (at < 0 || i < at) {
-			at, which = i, s
-		}
-	}
-	return at, which
-}
-
-// stopPrefix is the length of the longest end of t that begins a stop string (to hold back).
-func stopPrefix(t string, stops []string) int {
-	best := 0
-	for _, s := range stops {
-		for k := min(len(s)-1, len(t)); k > best; k-- {
-			if strings.HasSuffix(t, s[:k]) {
-				best = k
-				break
-			}
-		}
-	}
-	return best
 }
 
 // printStats prints the end-of-run statistics: llama.cpp's timings, the context shifts, and

@@ -25,6 +25,9 @@ type GenerateOptions struct {
 	Stop []string
 	// IgnoreEOS keeps generating past the end-of-text token.
 	IgnoreEOS bool
+	// TopLogprobs > 0 gives each Piece of GenerateTokens and Stream the TopLogprobs most likely
+	// tokens of its step (Piece.Top). Must not be negative.
+	TopLogprobs int
 }
 
 // DefaultMaxTokens is what MaxTokens 0 means (the gorun command's default -n).
@@ -68,8 +71,11 @@ type Piece struct {
 	// Token is the token id, or -1 for a last piece that only releases held-back text.
 	Token int32
 	// LogProb is the token's log-probability under the model (log softmax of the logits,
-	// before the repetition penalty and the sampling filters).
+	// before the logit bias, the penalties and the sampling filters).
 	LogProb float32
+	// Top is the step's GenerateOptions.TopLogprobs most likely tokens under the model, most
+	// likely first (nil unless asked for).
+	Top []TokenLogProb
 }
 
 // Generate appends the prompt to the session's context and generates text after it, passing
@@ -131,6 +137,12 @@ func (s *Session) generate(ctx context.Context, prompt string, opts GenerateOpti
 	}
 	if err := opts.Sample.Validate(); err != nil {
 		return st, err
+	}
+	if err := opts.Sample.checkVocab(s.m.arch.Hparams().NVocab); err != nil {
+		return st, err
+	}
+	if opts.TopLogprobs < 0 {
+		return st, fmt.Errorf("%w: GenerateOptions.TopLogprobs = %d is negative", ErrInvalidOption, opts.TopLogprobs)
 	}
 	for _, stop := range opts.Stop {
 		if stop == "" {
@@ -235,14 +247,21 @@ func (s *Session) generate(ctx context.Context, prompt string, opts GenerateOpti
 			s.m.batch.join()
 			joined = true
 		}
-		next := sampler.SampleAt(logits, s.tokens, uint64(len(s.tokens)))
+		next, err := sampler.SampleAt(logits, s.tokens, uint64(len(s.tokens)))
+		if err != nil {
+			finish(StopError)
+			return st, err
+		}
 		if next == tok.EOS() && !opts.IgnoreEOS {
 			st.Stop = StopEOS
 			break
 		}
 		p := Piece{Token: next}
 		if logProbs {
-			p.LogProb = logProb(logits, next)
+			p.LogProb = LogProb(logits, next)
+			if opts.TopLogprobs > 0 {
+				p.Top = TopLogProbs(nil, logits, opts.TopLogprobs)
+			}
 		}
 		s.tokens = append(s.tokens, next)
 		s.logitsOK = false
