@@ -16,9 +16,9 @@ type generator struct {
 	m      *llm.Model
 	sess   *llm.Session
 	opts   llm.GenerateOptions // sampling, IgnoreEOS, stop strings that end the text unseen
-	tokens bool // pass every token to emit (GenerateTokens), not only text
-	shift  bool // shift a full context instead of stopping there
-	keep   int  // tokens at the start of the context that a shift keeps
+	tokens bool                // pass every token to emit (GenerateTokens), not only text
+	shift  bool                // shift a full context instead of stopping there
+	keep   int                 // tokens at the start of the context that a shift keeps
 
 	shifts      int           // context shifts done
 	shiftTokens int           // tokens they evaluated again

@@ -10,7 +10,9 @@ import (
 
 // SampleOptions choose how the next token is picked from the logits. The sampler is a chain,
 // as llama.cpp's common sampler: logit bias, frequency and presence penalties, repetition
-// penalty, top-k, top-p, min-p, temperature, then a random draw.
+// penalty, top-k, top-p, min-p, temperature, then a random draw. (Within the penalties,
+// llama.cpp applies the repetition penalty first; gorun subtracts the frequency and presence
+// penalties first, as it always has, so that its seeded texts stay as they were.)
 //
 // Every zero value means something: a zero Temperature is greedy decoding (as llama.cpp's
 // --temp 0), and every other field left at zero takes llama.cpp's default. To turn a filter off,
