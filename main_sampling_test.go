@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"math"
-	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -95,20 +93,7 @@ func TestSameTextCLIServerLibrary(t *testing.T) {
 	defer stop()
 	body, _ := json.Marshal(map[string]any{"prompt": prompt, "max_tokens": n, "ignore_eos": true, "temperature": 0.9, "seed": seed,
 		"repeat_penalty": 1.3, "repeat_last_n": -1, "frequency_penalty": 0.5, "presence_penalty": 0.4, "logit_bias": jsonBias})
-	resp, err := http.Post(url+"/v1/completions", "application/json", bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var r struct {
-		Choices []struct {
-			Text string `json:"text"`
-		} `json:"choices"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || resp.StatusCode != 200 || len(r.Choices) != 1 {
-		t.Fatalf("/v1/completions: %d %v %+v", resp.StatusCode, err, r)
-	}
-	server := r.Choices[0].Text
+	server := completionText(t, url, string(body))
 
 	if cli != lib || server != lib {
 		t.Errorf("same seed, penalties and bias, three texts:\nlibrary %q\ncli     %q\nserver  %q", lib, cli, server)

@@ -87,6 +87,10 @@ type Piece struct {
 // next call needs it), so generating N*k tokens in one call or k tokens in N calls with an
 // empty prompt gives the same text and Pos, for greedy and seeded sampling alike. An empty
 // prompt on an empty context starts at the end-of-text token, as Hugging Face does.
+//
+// This is gorun's one generation loop: the gorun command (one-shot and interactive) and the
+// server generate through it, with the sampler chain of SampleOptions, so the same options and
+// seed give the same text everywhere.
 func (s *Session) Generate(ctx context.Context, prompt string, opts GenerateOptions, emit func(string) error) (Stats, error) {
 	return s.generate(ctx, prompt, opts, false, func(p Piece) error {
 		if p.Text == "" {

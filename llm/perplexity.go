@@ -96,13 +96,6 @@ func (s *Session) Perplexity(ctx context.Context, tokens []int32, opts Perplexit
 
 // nll is -log softmax(logits)[target], computed in float64.
 func nll(logits []float32, target int32) float64 {
-	mx := math.Inf(-1)
-	for _, l := range logits {
-		mx = math.Max(mx, float64(l))
-	}
-	var sum float64
-	for _, l := range logits {
-		sum += math.Exp(float64(l) - mx)
-	}
-	return math.Log(sum) + mx - float64(logits[target])
+	mx, logSum := logSoftmaxParts(logits)
+	return logSum + mx - float64(logits[target])
 }
