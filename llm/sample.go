@@ -254,8 +254,9 @@ var errAllBanned = fmt.Errorf("%w: the logit bias bans every token (all logits a
 // checkFinite reports the first logit that is NaN or infinite: sampling would pick an arbitrary
 // token from it (every comparison with NaN is false).
 func checkFinite(logits []float32) error {
+	const exponent = 0x7f800000 // all ones: infinite or NaN
 	for i, l := range logits {
-		if math.IsNaN(float64(l)) || math.IsInf(float64(l), 0) {
+		if math.Float32bits(l)&exponent == exponent {
 			return fmt.Errorf("%w: the logit of token %d is %v", ErrNonFiniteLogits, i, l)
 		}
 	}
