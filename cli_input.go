@@ -73,7 +73,7 @@ func (m *memLimit) Set(s string) error {
 // checkPromptFits refuses, before anything is printed, a prompt that leaves the session's
 // context no room for a generated token.
 func checkPromptFits(m *llm.Model, s *llm.Session, prompt string) error {
-	n := len(m.Tokenizer().Encode(prompt))
+	n := len(m.Tokenize(prompt, s.Pos() == 0))
 	if size := s.ContextLength(); s.Pos()+n >= size {
 		return fmt.Errorf("%w: the prompt has %d tokens and the context holds %d, with room for at least one generated token; raise -c (up to the model's %d) or shorten the prompt",
 			llm.ErrContextFull, n, size, m.Hparams().NCtx)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/gorun-dev/gorun/internal/stopstr"
 	"github.com/gorun-dev/gorun/llm"
 	"github.com/gorun-dev/gorun/tokenizer"
 )
@@ -436,7 +437,7 @@ func (a *answerPrinter) watch(text string) string {
 		return ""
 	}
 	t := a.tail + text
-	if i, r := findStop(t, a.reverse); i >= 0 {
+	if i, r := (&stopstr.Matcher{Stops: a.reverse}).Find(t); i >= 0 {
 		return r
 	}
 	longest := 0

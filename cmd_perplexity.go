@@ -39,7 +39,7 @@ func cmdPerplexity(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer m.Close()
-	tokens := m.Tokenizer().Encode(string(text))
+	tokens := m.Tokenize(string(text), true) // llama-perplexity tokenizes with add_special
 	chunks := len(tokens) / mf.ctx
 	fmt.Fprintf(stderr, "perplexity: %d tokens, %d chunks of %d, scoring %s\n", len(tokens), chunks, mf.ctx,
 		map[bool]string{false: "the second half of each chunk", true: "every position after the first"}[*scoreAll])

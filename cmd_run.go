@@ -13,10 +13,8 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/gorun-dev/gorun/llm"
-	"github.com/gorun-dev/gorun/tokenizer"
 )
 
 // logitBias is -l/--logit-bias, llama.cpp's TOKEN(+|-)BIAS (15043+1, 50256-inf), repeatable.
@@ -167,6 +165,8 @@ func (f *runFlags) generateOptions(seed uint64) llm.GenerateOptions {
 	opts := llm.GenerateOptions{IgnoreEOS: f.ignoreEOS, Sample: llm.SampleOptions{
 		Temperature: float32(f.temp), TopK: f.topK, TopP: float32(f.topP), MinP: float32(f.minP),
 		RepeatPenalty: float32(f.rep), RepeatLastN: f.repN, Seed: seed,
+		// llama.cpp's penalties: over the last --repeat-last-n tokens, prompt included.
+		FrequencyPenalty: float32(f.freq), PresencePenalty: float32(f.pres), LogitBias: f.bias,
 	}}
 	if f.topK == 0 {
 		opts.Sample.TopK = llm.NoTopK
@@ -175,8 +175,8 @@ func (f *runFlags) generateOptions(seed uint64) llm.GenerateOptions {
 		opts.Sample.MinP = llm.NoMinP
 	}
 	switch {
-	case f.repN == 0:
-		opts.Sample.RepeatPenalty = 1 // no window: no penalty
+	case f.repN == 0: // no window: no penalties
+		opts.Sample.RepeatPenalty, opts.Sample.FrequencyPenalty, opts.Sample.PresencePenalty = 1, 0, 0
 	case f.repN < 0:
 		opts.Sample.RepeatLastN = llm.WholeContext
 	}
@@ -232,8 +232,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	g := &generator{m: m, sess: sess, opts: f.generateOptions(seed), shift: f.shifting(), keep: f.keep,
-		adj: penalties{frequency: float32(f.freq), presence: float32(f.pres), lastN: f.repN, bias: f.bias}}
+	g := &generator{m: m, sess: sess, opts: f.generateOptions(seed), shift: f.shifting(), keep: f.keep}
 	if f.interactiveMode() {
 		return runInteractive(g, &f, text, os.Stdin, stdout, stderr)
 	}
@@ -277,208 +276,4 @@ func runOnce(g *generator, f *runFlags, text string, stdout, stderr io.Writer) e
 	}
 	printStats(stderr, g, st, f.n, "")
 	return err
-}
-
-// penalties are what the library's sampler lacks: llama.cpp's frequency and presence penalties
-// (over the last lastN tokens of the context, prompt included, as llama-cli counts them) and
-// the logit bias.
-type penalties struct {
-	frequency, presence float32
-	lastN               int // 0: off; < 0: the whole context
-	bias                logitBias
-}
-
-func (p penalties) active() bool {
-	return len(p.bias) > 0 || (p.lastN != 0 && (p.frequency != 0 || p.presence != 0))
-}
-
-// apply writes the adjusted logits to dst.
-func (p penalties) apply(dst, logits []float32, tokens []int32) {
-	copy(dst, logits)
-	for id, b := range p.bias {
-		dst[id] += b // -inf bans the token
-	}
-	if p.lastN == 0 || (p.frequency == 0 && p.presence == 0) {
-		return
-	}
-	recent := tokens
-	if p.lastN > 0 && len(recent) > p.lastN {
-		recent = recent[len(recent)-p.lastN:]
-	}
-	counts := map[int32]int{}
-	for _, t := range recent {
-		counts[t]++
-	}
-	for id, c := range counts {
-		dst[id] -= p.frequency*float32(c) + p.presence
-	}
-}
-
-// generatePenalized is the library's generation with the penalties applied to the logits
-// before its sampler sees them: same sampler and draws per position, same decoder, stop
-// strings held back until they cannot begin. It goes on from the session's context (the
-// interactive mode's later turns) and passes every token to emit, as GenerateTokens does.
-func generatePenalized(ctx context.Context, m *llm.Model, sess *llm.Session, prompt string, opts llm.GenerateOptions, p penalties, emit func(llm.Piece) error) (llm.Stats, error) {
-	var st llm.Stats
-	tok := m.Tokenizer()
-	start := time.Now()
-	logits, err := evalPrompt(ctx, sess, tok, prompt, &st)
-	st.PromptTime = time.Since(start)
-	if err != nil {
-		st.Stop = stopOnError(ctx)
-		return st, err
-	}
-	start = time.Now()
-	tokens := sess.Tokens() // the context: what the penalties count, and the sampler's position
-	sampler := llm.NewSampler(opts.Sample, len(logits))
-	st.Seed = sampler.Seed()
-	work := make([]float32, len(logits))
-	dec := tok.NewDecoder()
-	var held string // generated text that might begin a stop string
-	finish := func(reason llm.StopReason) error {
-		st.Stop, st.GenTime = reason, time.Since(start)
-		held += dec.Flush()
-		if i, s := findStop(held, opts.Stop); i >= 0 {
-			held, st.Stop, st.StopString = held[:i], llm.StopString, s
-		}
-		if held == "" {
-			return nil
-		}
-		return emit(llm.Piece{Text: held, Token: -1})
-	}
-	for {
-		if err := ctx.Err(); err != nil {
-			st.Stop, st.GenTime = llm.StopCancelled, time.Since(start)
-			return st, err
-		}
-		if opts.MaxTokens > 0 && st.Tokens >= opts.MaxTokens {
-			return st, finish(llm.StopLength)
-		}
-		if len(tokens) >= sess.ContextLength() {
-			return st, finish(llm.StopContextFull)
-		}
-		p.apply(work, logits, tokens)
-		next := sampler.SampleAt(work, tokens, uint64(len(tokens)))
-		if next == tok.EOS() && !opts.IgnoreEOS {
-			return st, finish(llm.StopEOS)
-		}
-		// The token joins the context before its text is shown, so that whatever ends the
-		// loop (a stop string, the caller, Ctrl-C) the session holds every token whose text
-		// was shown, as the library's sessions do; the next turn goes on from there.
-		if logits, err = sess.EvalContext(ctx, []int32{next}); err != nil {
-			st.Stop, st.GenTime = stopOnError(ctx), time.Since(start)
-			return st, err
-		}
-		tokens = append(tokens, next)
-		st.Tokens++
-		held += dec.Next(next)
-		piece := llm.Piece{Token: next}
-		if i, s := findStop(held, opts.Stop); i >= 0 {
-			st.Stop, st.StopString, st.GenTime = llm.StopString, s, time.Since(start)
-			piece.Text = held[:i]
-			return st, emit(piece)
-		}
-		k := len(held) - stopPrefix(held, opts.Stop)
-		piece.Text, held = held[:k], held[k:]
-		if err := emit(piece); err != nil {
-			st.Stop, st.GenTime = llm.StopCaller, time.Since(start)
-			return st, err
-		}
-	}
-}
-
-// evalPrompt appends the prompt's tokens to the context and returns the logits after it (an
-// empty prompt goes on from the context, or starts a new text at end-of-text, as the
-// library does).
-func evalPrompt(ctx context.Context, sess *llm.Session, tok tokenizer.Tokenizer, prompt string, st *llm.Stats) ([]float32, error) {
-	ids := tok.Encode(prompt)
-	if len(ids) == 0 && sess.Pos() == 0 {
-		ids = []int32{tok.EOS()}
-	}
-	st.PromptTokens = len(ids)
-	if len(ids) == 0 {
-		return sess.Logits(ctx)
-	}
-	return sess.EvalContext(ctx, ids)
-}
-
-// stopOnError is the stop reason of a failed evaluation: cancelled when ctx was.
-func stopOnError(ctx context.Context) llm.StopReason {
-	if ctx.Err() != nil {
-		return llm.StopCancelled
-	}
-	return llm.StopError
-}
-
-// findStop returns the index of the first stop string in t and the string, or -1.
-func findStop(t string, stops []string) (int, string) {
-	at, which := -1, ""
-	for _, s := range stops {
-		if i := strings.Index(t, s); s != "" && i >= 0 && (at < 0 || i < at) {
-			at, which = i, s
-		}
-	}
-	return at, which
-}
-
-// stopPrefix is the length of the longest end of t that begins a stop string (to hold back).
-func stopPrefix(t string, stops []string) int {
-	best := 0
-	for _, s := range stops {
-		for k := min(len(s)-1, len(t)); k > best; k-- {
-			if strings.HasSuffix(t, s[:k]) {
-				best = k
-				break
-			}
-		}
-	}
-	return best
-}
-
-// printStats prints the end-of-run statistics: llama.cpp's timings, the context shifts, and
-// why generation stopped (ended: how an interactive session ended, or "").
-func printStats(w io.Writer, g *generator, st llm.Stats, nPredict int, ended string) {
-	m := g.m
-	perTok := func(n int, secs float64) (float64, float64) {
-		if n == 0 || secs == 0 {
-			return 0, 0
-		}
-		return 1e3 * secs / float64(n), float64(n) / secs
-	}
-	fmt.Fprintf(w, "load time        = %10.2f ms\n", float64(m.LoadTime().Microseconds())/1e3)
-	ms, tps := perTok(st.PromptTokens, st.PromptTime.Seconds())
-	fmt.Fprintf(w, "prompt eval time = %10.2f ms / %5d tokens (%8.2f ms per token, %8.2f tokens per second)\n",
-		float64(st.PromptTime.Microseconds())/1e3, st.PromptTokens, ms, tps)
-	ms, tps = perTok(st.Tokens, st.GenTime.Seconds())
-	fmt.Fprintf(w, "eval time        = %10.2f ms / %5d tokens (%8.2f ms per token, %8.2f tokens per second)\n",
-		float64(st.GenTime.Microseconds())/1e3, st.Tokens, ms, tps)
-	if g.shifts > 0 {
-		fmt.Fprintf(w, "context shifts   = %d (%d tokens evaluated again in %.2f ms; --keep %d)\n",
-			g.shifts, g.shiftTokens, float64(g.shiftTime.Microseconds())/1e3, g.keep)
-	}
-	fmt.Fprintf(w, "threads          = %d, backend = %s\n", m.Threads(), m.Backend().Name())
-	reason := stopReason(st, nPredict, g.sess.ContextLength())
-	if ended != "" {
-		reason = ended + "; last answer: " + reason
-	}
-	fmt.Fprintf(w, "stop reason      = %s\n", reason)
-}
-
-// stopReason names why generation stopped, in llama.cpp's terms where it has them.
-func stopReason(st llm.Stats, nPredict, nctx int) string {
-	switch st.Stop {
-	case llm.StopEOS:
-		return "eos (end of text)"
-	case llm.StopLength:
-		return fmt.Sprintf("n_predict (-n %d tokens)", nPredict)
-	case llm.StopString:
-		return fmt.Sprintf("reverse prompt %q", st.StopString)
-	case llm.StopContextFull:
-		return fmt.Sprintf("context full (%d tokens)", nctx)
-	case llm.StopCancelled:
-		return "interrupted"
-	case "":
-		return "none (nothing generated)"
-	}
-	return string(st.Stop)
 }

@@ -76,6 +76,25 @@ func serveFor(t *testing.T, args ...string) (url string, stop func() error) {
 	}
 }
 
+// completionText posts a /v1/completions request and returns its one choice's text.
+func completionText(t *testing.T, url, body string) string {
+	t.Helper()
+	resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Choices []struct {
+			Text string `json:"text"`
+		} `json:"choices"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || resp.StatusCode != 200 || len(r.Choices) != 1 {
+		t.Fatalf("/v1/completions %s: %d %v %+v", body, resp.StatusCode, err, r)
+	}
+	return r.Choices[0].Text
+}
+
 func startStream(t *testing.T, url, body string) *bufio.Reader {
 	t.Helper()
 	resp, err := http.Post(url, "application/json", strings.NewReader(body))
@@ -157,21 +176,9 @@ func TestServeGreedyEqualsCLI(t *testing.T) {
 	}
 	url, stop := serveFor(t, "-m", model)
 	defer stop()
-	resp, err := http.Post(url+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"`+prompt+`","max_tokens":10,"temperature":0}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var r struct {
-		Choices []struct {
-			Text string `json:"text"`
-		} `json:"choices"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || len(r.Choices) != 1 {
-		t.Fatalf("%v %+v", err, r)
-	}
-	if r.Choices[0].Text != want {
-		t.Errorf("server %q, gorun %q", r.Choices[0].Text, want)
+	got := completionText(t, url, `{"prompt":"`+prompt+`","max_tokens":10,"temperature":0}`)
+	if got != want {
+		t.Errorf("server %q, gorun %q", got, want)
 	}
 }
 

@@ -9,18 +9,16 @@ import (
 	"github.com/gorun-dev/gorun/llm"
 )
 
-// generator generates the run command's text in one session: with the library's sampler, or
-// with the CLI's loop when llama.cpp's frequency and presence penalties or a logit bias apply
-// (the library's sampler has neither). When shifting is on, a full context is shifted as
-// llama.cpp does (--keep, n_keep/n_discard) and generation goes on.
+// generator generates the run command's text in one session with the library's generation
+// loop and sampler chain. When shifting is on, a full context is shifted as llama.cpp does
+// (--keep, n_keep/n_discard) and generation goes on.
 type generator struct {
 	m      *llm.Model
 	sess   *llm.Session
 	opts   llm.GenerateOptions // sampling, IgnoreEOS, stop strings that end the text unseen
-	adj    penalties
-	tokens bool // pass every token to emit (GenerateTokens), not only text
-	shift  bool // shift a full context instead of stopping there
-	keep   int  // tokens at the start of the context that a shift keeps
+	tokens bool                // pass every token to emit (GenerateTokens), not only text
+	shift  bool                // shift a full context instead of stopping there
+	keep   int                 // tokens at the start of the context that a shift keeps
 
 	shifts      int           // context shifts done
 	shiftTokens int           // tokens they evaluated again
@@ -65,7 +63,7 @@ func (g *generator) feed(ctx context.Context, text string) (llm.Stats, error) {
 	if err := g.makeRoom(text); err != nil {
 		return st, err
 	}
-	ids := g.m.Tokenizer().Encode(text)
+	ids := g.m.Tokenize(text, g.sess.Pos() == 0)
 	if len(ids) == 0 {
 		return st, nil
 	}
@@ -85,24 +83,18 @@ func (g *generator) once(ctx context.Context, text string, maxTokens int, emit f
 	if maxTokens < 0 {
 		opts.MaxTokens = llm.NoLimit
 	}
-	var st llm.Stats
-	var err error
-	switch {
-	case g.adj.active():
-		st, err = generatePenalized(ctx, g.m, g.sess, text, opts, g.adj, emit)
-	case g.tokens:
-		st, err = g.sess.GenerateTokens(ctx, text, opts, emit)
-	default:
-		st, err = g.sess.Generate(ctx, text, opts, func(s string) error { return emit(llm.Piece{Text: s, Token: -1}) })
+	if g.tokens {
+		return g.sess.GenerateTokens(ctx, text, opts, emit)
 	}
-	return st, err
+	// Text only: no per-token log-probabilities to compute.
+	return g.sess.Generate(ctx, text, opts, func(s string) error { return emit(llm.Piece{Text: s, Token: -1}) })
 }
 
 // makeRoom shifts the context until text and one generated token fit, as llama.cpp shifts
 // before evaluating what does not fit. Without shifting, or when shifting cannot drop enough,
 // the text is refused as the library refuses a prompt too long.
 func (g *generator) makeRoom(text string) error {
-	n, size := len(g.m.Tokenizer().Encode(text)), g.sess.ContextLength()
+	n, size := len(g.m.Tokenize(text, g.sess.Pos() == 0)), g.sess.ContextLength()
 	for g.shift && g.sess.Pos()+n >= size {
 		ok, err := g.shiftContext()
 		if err != nil {

@@ -31,6 +31,9 @@ var (
 	ErrBusy = errors.New("session is busy")
 	// ErrSessionMismatch: a saved session belongs to another model or context length.
 	ErrSessionMismatch = errors.New("saved session does not fit this model")
+	// ErrNonFiniteLogits: the model computed a NaN or infinite logit (a broken model file or
+	// backend); the sampler refuses to pick a token from it.
+	ErrNonFiniteLogits = errors.New("non-finite logits")
 )
 
 // cancelled wraps a context's error so that it matches both ErrCancelled and the cause.

@@ -25,6 +25,9 @@ type GenerateOptions struct {
 	Stop []string
 	// IgnoreEOS keeps generating past the end-of-text token.
 	IgnoreEOS bool
+	// TopLogprobs > 0 gives each Piece of GenerateTokens and Stream the TopLogprobs most likely
+	// tokens of its step (Piece.Top). Must not be negative.
+	TopLogprobs int
 }
 
 // DefaultMaxTokens is what MaxTokens 0 means (the gorun command's default -n).
@@ -68,8 +71,11 @@ type Piece struct {
 	// Token is the token id, or -1 for a last piece that only releases held-back text.
 	Token int32
 	// LogProb is the token's log-probability under the model (log softmax of the logits,
-	// before the repetition penalty and the sampling filters).
+	// before the logit bias, the penalties and the sampling filters).
 	LogProb float32
+	// Top is the step's GenerateOptions.TopLogprobs most likely tokens under the model, most
+	// likely first (nil unless asked for).
+	Top []TokenLogProb
 }
 
 // Generate appends the prompt to the session's context and generates text after it, passing
@@ -81,6 +87,10 @@ type Piece struct {
 // next call needs it), so generating N*k tokens in one call or k tokens in N calls with an
 // empty prompt gives the same text and Pos, for greedy and seeded sampling alike. An empty
 // prompt on an empty context starts at the end-of-text token, as Hugging Face does.
+//
+// This is gorun's one generation loop: the gorun command (one-shot and interactive) and the
+// server generate through it, with the sampler chain of SampleOptions, so the same options and
+// seed give the same text everywhere.
 func (s *Session) Generate(ctx context.Context, prompt string, opts GenerateOptions, emit func(string) error) (Stats, error) {
 	return s.generate(ctx, prompt, opts, false, func(p Piece) error {
 		if p.Text == "" {
@@ -141,6 +151,12 @@ func (s *Session) generate(ctx context.Context, prompt string, opts GenerateOpti
 	if err := opts.Sample.Validate(); err != nil {
 		return st, err
 	}
+	if err := opts.Sample.checkVocab(s.m.arch.Hparams().NVocab); err != nil {
+		return st, err
+	}
+	if opts.TopLogprobs < 0 {
+		return st, fmt.Errorf("%w: GenerateOptions.TopLogprobs = %d is negative", ErrInvalidOption, opts.TopLogprobs)
+	}
 	for _, stop := range opts.Stop {
 		if stop == "" {
 			return st, fmt.Errorf("%w: GenerateOptions.Stop holds an empty string", ErrInvalidOption)
@@ -151,10 +167,9 @@ func (s *Session) generate(ctx context.Context, prompt string, opts GenerateOpti
 		maxTokens = DefaultMaxTokens
 	}
 	tok := s.m.tok
-	ids := tok.Encode(prompt)
+	ids := s.m.Tokenize(prompt, len(s.tokens) == 0)
 	if len(ids) == 0 && len(s.tokens) == 0 {
-		// GPT-2 has no BOS token; like Hugging Face, start unconditional text at end-of-text.
-		ids = []int32{tok.EOS()}
+		ids = []int32{s.m.StartToken()}
 	}
 	st.PromptTokens = len(ids)
 	if len(s.tokens)+len(ids) >= s.m.nctx {
@@ -244,14 +259,21 @@ func (s *Session) generate(ctx context.Context, prompt string, opts GenerateOpti
 			s.m.batch.join()
 			joined = true
 		}
-		next := sampler.SampleAt(logits, s.tokens, uint64(len(s.tokens)))
-		if next == tok.EOS() && !opts.IgnoreEOS {
+		next, err := sampler.SampleAt(logits, s.tokens, uint64(len(s.tokens)))
+		if err != nil {
+			finish(StopError)
+			return st, err
+		}
+		if tok.IsEOG(next) && !opts.IgnoreEOS {
 			st.Stop = StopEOS
 			break
 		}
 		p := Piece{Token: next}
 		if logProbs {
-			p.LogProb = logProb(logits, next)
+			p.LogProb = LogProb(logits, next)
+			if opts.TopLogprobs > 0 {
+				p.Top = TopLogProbs(nil, logits, opts.TopLogprobs)
+			}
 		}
 		s.tokens = append(s.tokens, next)
 		s.logitsOK = false

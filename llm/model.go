@@ -184,6 +184,31 @@ func (m *Model) Tokenizer() tokenizer.Tokenizer { return m.tok }
 // Hparams returns the model's shape.
 func (m *Model) Hparams() models.Hparams { return m.arch.Hparams() }
 
+// Tokenize encodes text as llama.cpp's tokenizer does with add_special: BOS first and EOS last
+// when atStart (the text begins a context) and the file's metadata asks for them
+// (tokenizer.ggml.add_bos_token, add_eos_token); special tokens written in the text are parsed.
+func (m *Model) Tokenize(text string, atStart bool) []int32 {
+	sp := m.tok.Special()
+	var ids []int32
+	if atStart && sp.AddBOS && sp.BOS >= 0 {
+		ids = append(ids, sp.BOS)
+	}
+	ids = m.tok.AppendEncode(ids, text)
+	if atStart && sp.AddEOS && sp.EOS >= 0 {
+		ids = append(ids, sp.EOS)
+	}
+	return ids
+}
+
+// StartToken is what an empty prompt begins a context with: BOS, or EOS where the vocabulary
+// has no BOS (GPT-2 starts unconditional text at end-of-text, as Hugging Face does).
+func (m *Model) StartToken() int32 {
+	if bos := m.tok.Special().BOS; bos >= 0 {
+		return bos
+	}
+	return m.tok.EOS()
+}
+
 // ContextLength is the number of tokens a session holds.
 func (m *Model) ContextLength() int { return m.nctx }
 

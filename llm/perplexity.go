@@ -85,11 +85,18 @@ func (s *Session) Perplexity(ctx context.Context, tokens []int32, opts Perplexit
 			return nil
 		})
 	}
+	var bosChunk []int32
 	for c := 0; c < n; c++ {
 		if err := ctx.Err(); err != nil {
 			return res, err
 		}
 		toks := tokens[c*chunk : (c+1)*chunk]
+		if sp := s.m.tok.Special(); sp.AddBOS && sp.BOS >= 0 {
+			// llama-perplexity begins every chunk at BOS when the model wants one.
+			bosChunk = append(bosChunk[:0], toks...)
+			bosChunk[0] = sp.BOS
+			toks = bosChunk
+		}
 		s.rewind(0)
 		if err := s.evalLogits(toks, first, logits); err != nil {
 			return res, err
@@ -112,13 +119,6 @@ func (s *Session) Perplexity(ctx context.Context, tokens []int32, opts Perplexit
 
 // nll is -log softmax(logits)[target], computed in float64.
 func nll(logits []float32, target int32) float64 {
-	mx := math.Inf(-1)
-	for _, l := range logits {
-		mx = math.Max(mx, float64(l))
-	}
-	var sum float64
-	for _, l := range logits {
-		sum += math.Exp(float64(l) - mx)
-	}
-	return math.Log(sum) + mx - float64(logits[target])
+	mx, logSum := logSoftmaxParts(logits)
+	return logSum + mx - float64(logits[target])
 }

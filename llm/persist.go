@@ -152,7 +152,7 @@ func (m *Model) LoadSession(r io.Reader) (*Session, error) {
 	} else if err != io.EOF {
 		return nil, fmt.Errorf("saved session: reading after the checksum: %w", err)
 	}
-	if err := checkFinite(s.cache, n); err != nil {
+	if err := checkFiniteCache(s.cache, n); err != nil {
 		return nil, bad("%v", err)
 	}
 	s.npast = n
@@ -160,10 +160,10 @@ func (m *Model) LoadSession(r io.Reader) (*Session, error) {
 	return s, nil
 }
 
-// checkFinite reports the first NaN or infinity in the keys and values of the first n tokens
+// checkFiniteCache reports the first NaN or infinity in the keys and values of the first n tokens
 // (an F32 cache, the only type saved sessions hold): attention over one turns every later
 // logit into NaN.
-func checkFinite(c *kvcache.Cache, n int) error {
+func checkFiniteCache(c *kvcache.Cache, n int) error {
 	for l := range c.K {
 		for _, v := range []bool{false, true} {
 			rows := c.HostRows(l, v, n)

@@ -8,15 +8,19 @@ import (
 	"slices"
 )
 
-// SampleOptions choose how the next token is picked from the logits. The filters run in
-// llama.cpp's order: repetition penalty, top-k, top-p, min-p, temperature, then a random draw.
+// SampleOptions choose how the next token is picked from the logits. The sampler is a chain,
+// as llama.cpp's common sampler: logit bias, frequency and presence penalties, repetition
+// penalty, top-k, top-p, min-p, temperature, then a random draw. (Within the penalties,
+// llama.cpp applies the repetition penalty first; gorun subtracts the frequency and presence
+// penalties first, as it always has, so that its seeded texts stay as they were.)
 //
 // Every zero value means something: a zero Temperature is greedy decoding (as llama.cpp's
 // --temp 0), and every other field left at zero takes llama.cpp's default. To turn a filter off,
 // give the value named in its comment (NoTopK, 1, NoMinP, 1, ...). NaN and Inf are rejected.
 type SampleOptions struct {
 	// Temperature divides the logits before the draw. 0 (or less): greedy, the most likely
-	// token after the repetition penalty; the other filters and the seed then do not matter.
+	// token after the logit bias and the penalties; the other filters and the seed then do not
+	// matter.
 	Temperature float32
 	// TopK keeps the k most likely tokens. 0: llama.cpp's default, 40; NoTopK (< 0): all.
 	TopK int
@@ -29,9 +33,20 @@ type SampleOptions struct {
 	// RepeatPenalty divides positive logits (multiplies negative ones) of tokens among the last
 	// RepeatLastN of the context. 0: llama.cpp's default, 1 (off). Must not be negative.
 	RepeatPenalty float32
-	// RepeatLastN is how many recent context tokens the penalty looks at. 0: llama.cpp's
+	// RepeatLastN is how many recent context tokens the penalties look at. 0: llama.cpp's
 	// default, 64; WholeContext (< 0): the whole context.
 	RepeatLastN int
+	// FrequencyPenalty is subtracted from a token's logit once per occurrence among the counted
+	// tokens, and PresencePenalty once if it occurs there (0: off). They count the last
+	// RepeatLastN tokens of the context, prompt included (llama.cpp's), or with
+	// PenalizeGenerated the tokens generated since the sampler's first draw (OpenAI's).
+	FrequencyPenalty, PresencePenalty float32
+	// PenalizeGenerated makes FrequencyPenalty and PresencePenalty count only the generated
+	// tokens, as OpenAI's API defines them (the repetition penalty still looks at the context).
+	PenalizeGenerated bool
+	// LogitBias is added to the logits of its tokens before every other step; -Inf bans a token.
+	// Token ids must be in the vocabulary; NaN and +Inf are rejected.
+	LogitBias map[int32]float32
 	// Seed makes sampling reproducible. 0: a random seed, drawn per Generate call and
 	// reported in Stats.Seed (give it back to reproduce the text). The draw for the token at
 	// context position p depends only on (Seed, p), so generating N*k tokens in one call or
@@ -60,7 +75,8 @@ func (o SampleOptions) Validate() error {
 	for _, f := range []struct {
 		name string
 		v    float32
-	}{{"Temperature", o.Temperature}, {"TopP", o.TopP}, {"MinP", o.MinP}, {"RepeatPenalty", o.RepeatPenalty}} {
+	}{{"Temperature", o.Temperature}, {"TopP", o.TopP}, {"MinP", o.MinP}, {"RepeatPenalty", o.RepeatPenalty},
+		{"FrequencyPenalty", o.FrequencyPenalty}, {"PresencePenalty", o.PresencePenalty}} {
 		if math.IsNaN(float64(f.v)) || math.IsInf(float64(f.v), 0) {
 			return fmt.Errorf("%w: SampleOptions.%s is %v", ErrInvalidOption, f.name, f.v)
 		}
@@ -72,6 +88,21 @@ func (o SampleOptions) Validate() error {
 		return fmt.Errorf("%w: SampleOptions.MinP = %v is above 1", ErrInvalidOption, o.MinP)
 	case o.RepeatPenalty < 0:
 		return fmt.Errorf("%w: SampleOptions.RepeatPenalty = %v is negative", ErrInvalidOption, o.RepeatPenalty)
+	}
+	for id, b := range o.LogitBias {
+		if math.IsNaN(float64(b)) || math.IsInf(float64(b), 1) {
+			return fmt.Errorf("%w: SampleOptions.LogitBias[%d] is %v", ErrInvalidOption, id, b)
+		}
+	}
+	return nil
+}
+
+// checkVocab reports a LogitBias token outside a vocabulary of n tokens.
+func (o SampleOptions) checkVocab(n int) error {
+	for id := range o.LogitBias {
+		if id < 0 || int(id) >= n {
+			return fmt.Errorf("%w: SampleOptions.LogitBias token %d is outside the vocabulary of %d", ErrInvalidOption, id, n)
+		}
 	}
 	return nil
 }
@@ -115,10 +146,12 @@ type candidate struct {
 // Sampler picks tokens. Its buffers are allocated once; Sample allocates nothing. It does not
 // modify the logits it is given.
 type Sampler struct {
-	opts  SampleOptions
-	cand  []candidate
-	work  []float32
-	calls uint64
+	opts   SampleOptions
+	cand   []candidate
+	work   []float32 // the logits after the bias and the penalties
+	counts []int32   // occurrences per token, for the frequency and presence penalties
+	calls  uint64
+	start  int // len(recent) at the first draw: where the generated tokens begin
 }
 
 // NewSampler makes a sampler for a vocabulary of n tokens. Zero options take their defaults
@@ -128,7 +161,11 @@ func NewSampler(opts SampleOptions, n int) *Sampler {
 	if opts.Seed == 0 {
 		opts.Seed = randomSeed()
 	}
-	return &Sampler{opts: opts, cand: make([]candidate, n), work: make([]float32, n)}
+	s := &Sampler{opts: opts, cand: make([]candidate, n), work: make([]float32, n), start: -1}
+	if opts.FrequencyPenalty != 0 || opts.PresencePenalty != 0 {
+		s.counts = make([]int32, n)
+	}
+	return s
 }
 
 // Seed is the seed the sampler draws with.
@@ -136,23 +173,36 @@ func (s *Sampler) Seed() uint64 { return s.opts.Seed }
 
 // Sample returns the next token given the logits and the recent tokens, drawing the random
 // number from (seed, number of previous Sample calls).
-func (s *Sampler) Sample(logits []float32, recent []int32) int32 {
+func (s *Sampler) Sample(logits []float32, recent []int32) (int32, error) {
 	s.calls++
 	return s.SampleAt(logits, recent, s.calls-1)
 }
 
-// SampleAt returns the token to put at context position pos: its random draw depends only on
-// the seed and pos.
-func (s *Sampler) SampleAt(logits []float32, recent []int32, pos uint64) int32 {
-	o := &s.opts
-	if o.RepeatPenalty != 1 && o.RepeatPenalty > 0 && len(recent) > 0 {
-		w := s.work[:len(logits)]
-		copy(w, logits)
-		penalize(w, recent, o.RepeatLastN, o.RepeatPenalty)
-		logits = w
+// SampleAt returns the token to put at context position pos, given the logits after the
+// context and the context's tokens (recent, what the penalties look at): its random draw
+// depends only on the seed and pos. Logits that are NaN or infinite are an error (a broken
+// model or backend), as is a bias that bans every token.
+func (s *Sampler) SampleAt(logits []float32, recent []int32, pos uint64) (int32, error) {
+	if len(logits) == 0 || len(logits) > len(s.cand) {
+		return -1, fmt.Errorf("%w: %d logits for a sampler of %d tokens", ErrInvalidOption, len(logits), len(s.cand))
 	}
+	if s.start < 0 {
+		s.start = len(recent)
+	}
+	if err := checkFinite(logits); err != nil {
+		return -1, err
+	}
+	logits, err := s.adjust(logits, recent)
+	if err != nil {
+		return -1, err
+	}
+	o := &s.opts
 	if o.Temperature <= 0 {
-		return argmax(logits)
+		best := argmax(logits)
+		if math.IsInf(float64(logits[best]), -1) {
+			return -1, errAllBanned
+		}
+		return best, nil
 	}
 	c := s.cand[:len(logits)]
 	for i, l := range logits {
@@ -162,6 +212,9 @@ func (s *Sampler) SampleAt(logits []float32, recent []int32, pos uint64) int32 {
 		c = topK(c, o.TopK)
 	} else {
 		sortDesc(c)
+	}
+	if math.IsInf(float64(c[0].logit), -1) {
+		return -1, errAllBanned
 	}
 	softmax(c, 1)
 	if o.TopP < 1 {
@@ -189,10 +242,90 @@ func (s *Sampler) SampleAt(logits []float32, recent []int32, pos uint64) int32 {
 	for i := range c {
 		cum += c[i].p
 		if r < cum {
-			return c[i].id
+			return c[i].id, nil
 		}
 	}
-	return c[len(c)-1].id
+	return c[len(c)-1].id, nil
+}
+
+// errAllBanned: the logit bias left no token to choose.
+var errAllBanned = fmt.Errorf("%w: the logit bias bans every token (all logits are -Inf)", ErrInvalidOption)
+
+// checkFinite reports the first logit that is NaN or infinite: sampling would pick an arbitrary
+// token from it (every comparison with NaN is false).
+func checkFinite(logits []float32) error {
+	const exponent = 0x7f800000 // all ones: infinite or NaN
+	for i, l := range logits {
+		if math.Float32bits(l)&exponent == exponent {
+			return fmt.Errorf("%w: the logit of token %d is %v", ErrNonFiniteLogits, i, l)
+		}
+	}
+	return nil
+}
+
+// adjust applies the first links of the chain, the logit bias, the frequency and presence
+// penalties and the repetition penalty, in that order, to a copy of the logits (the caller's
+// stay as they are). With none of them on, it returns the logits themselves.
+func (s *Sampler) adjust(logits []float32, recent []int32) ([]float32, error) {
+	o := &s.opts
+	repeat := o.RepeatPenalty != 1 && o.RepeatPenalty > 0 && len(recent) > 0
+	counted := s.counted(recent)
+	if len(o.LogitBias) == 0 && len(counted) == 0 && !repeat {
+		return logits, nil
+	}
+	w := s.work[:len(logits)]
+	copy(w, logits)
+	for id, b := range o.LogitBias {
+		if id < 0 || int(id) >= len(w) {
+			return nil, o.checkVocab(len(w))
+		}
+		w[id] += b // -Inf bans the token
+	}
+	if len(counted) > 0 {
+		s.penalizeCounts(w, counted)
+	}
+	if repeat {
+		penalize(w, recent, o.RepeatLastN, o.RepeatPenalty)
+	}
+	// Huge (finite) options can overflow: a logit made +Inf or NaN would decide the draw alone.
+	for i, l := range w {
+		if math.IsNaN(float64(l)) || math.IsInf(float64(l), 1) {
+			return nil, fmt.Errorf("%w: the logit bias and penalties make the logit of token %d %v", ErrInvalidOption, i, l)
+		}
+	}
+	return w, nil
+}
+
+// counted is the tokens the frequency and presence penalties count (none when they are off).
+func (s *Sampler) counted(recent []int32) []int32 {
+	o := &s.opts
+	switch {
+	case s.counts == nil:
+		return nil
+	case o.PenalizeGenerated:
+		return recent[min(s.start, len(recent)):]
+	case o.RepeatLastN >= 0 && len(recent) > o.RepeatLastN:
+		return recent[len(recent)-o.RepeatLastN:]
+	}
+	return recent
+}
+
+// penalizeCounts subtracts, once per distinct token of toks, FrequencyPenalty times its count
+// plus PresencePenalty. s.counts is all zeros before and after.
+func (s *Sampler) penalizeCounts(w []float32, toks []int32) {
+	c := s.counts
+	for _, t := range toks {
+		if t >= 0 && int(t) < len(w) {
+			c[t]++
+		}
+	}
+	for _, t := range toks {
+		if t < 0 || int(t) >= len(w) || c[t] == 0 {
+			continue
+		}
+		w[t] -= s.opts.FrequencyPenalty*float32(c[t]) + s.opts.PresencePenalty
+		c[t] = 0
+	}
 }
 
 // uniform is a number in [0, 1) that depends only on seed and pos (a PCG stream per position).
@@ -202,9 +335,16 @@ func uniform(seed, pos uint64) float64 {
 	return float64(p.Uint64()>>11) / (1 << 53)
 }
 
-// logProb is log softmax(logits)[id], in float64.
-func logProb(logits []float32, id int32) float32 {
-	mx := math.Inf(-1)
+// TokenLogProb is a token and its log-probability under the model.
+type TokenLogProb struct {
+	Token   int32
+	LogProb float32
+}
+
+// logSoftmaxParts returns the largest logit and the log of the sum of exp(logit - largest):
+// log softmax(logits)[i] is logits[i] - mx - logSum.
+func logSoftmaxParts(logits []float32) (mx, logSum float64) {
+	mx = math.Inf(-1)
 	for _, l := range logits {
 		mx = math.Max(mx, float64(l))
 	}
@@ -212,7 +352,45 @@ func logProb(logits []float32, id int32) float32 {
 	for _, l := range logits {
 		sum += math.Exp(float64(l) - mx)
 	}
-	return float32(float64(logits[id]) - mx - math.Log(sum))
+	return mx, math.Log(sum)
+}
+
+// LogProb is log softmax(logits)[id], computed in float64.
+func LogProb(logits []float32, id int32) float32 {
+	mx, logSum := logSoftmaxParts(logits)
+	return float32(float64(logits[id]) - mx - logSum)
+}
+
+// TopLogProbs appends to dst the n most likely tokens of the logits (all of them when n is
+// larger than the vocabulary) with their log-probabilities, most likely first; of equal logits
+// the lower id comes first.
+func TopLogProbs(dst []TokenLogProb, logits []float32, n int) []TokenLogProb {
+	n = min(n, len(logits))
+	if n <= 0 {
+		return dst
+	}
+	base := len(dst)
+	for i, l := range logits {
+		top := dst[base:]
+		if len(top) == n && l <= logits[top[n-1].Token] {
+			continue
+		}
+		if len(top) < n {
+			dst = append(dst, TokenLogProb{Token: int32(i)})
+			top = dst[base:]
+		} else {
+			top[n-1] = TokenLogProb{Token: int32(i)}
+		}
+		for j := len(top) - 1; j > 0 && logits[top[j].Token] > logits[top[j-1].Token]; j-- {
+			top[j], top[j-1] = top[j-1], top[j]
+		}
+	}
+	mx, logSum := logSoftmaxParts(logits)
+	lse := mx + logSum
+	for i := base; i < len(dst); i++ {
+		dst[i].LogProb = float32(float64(logits[dst[i].Token]) - lse)
+	}
+	return dst
 }
 
 // argmax returns the first index of the largest logit (as torch.argmax does).

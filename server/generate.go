@@ -25,16 +25,21 @@ func (s *Server) acquire(ctx context.Context, prompt []int32) (*slot, *apiError)
 	return sl, nil
 }
 
+// promptLogprobsFunc gets the prompt tokens' log-probabilities (the first is NaN) and, when
+// top alternatives are asked for, each position's most likely tokens (echo with logprobs).
+type promptLogprobsFunc func(lps []float32, alts [][]llm.TokenLogProb)
+
 // generate runs one generation in a slot: it reuses the longest prefix of the prompt that the
-// slot's context holds, evaluates the rest and generates, passing every token to emit. ctx
+// slot's context holds, evaluates the rest and generates with the library's loop, passing
+// every token to emit. onPrompt, when set, first gets the prompt's log-probabilities. ctx
 // ending (the client gone) stops it before the next token or prompt batch.
-func (s *Server) generate(ctx context.Context, sl *slot, prompt []int32, opts llm.GenerateOptions, adj *adjust, emit func(llm.Piece) error) (llm.Stats, time.Duration, *apiError) {
+func (s *Server) generate(ctx context.Context, sl *slot, prompt []int32, opts llm.GenerateOptions, onPrompt promptLogprobsFunc, emit func(llm.Piece) error) (llm.Stats, time.Duration, *apiError) {
 	var st llm.Stats
 	st.PromptTokens = len(prompt)
 	sess := sl.sess
 	sl.cached = 0
-	if adj != nil && adj.onPrompt != nil {
-		if err := s.promptLogprobs(ctx, sess, prompt, adj); err != nil {
+	if onPrompt != nil {
+		if err := s.promptLogprobs(ctx, sess, prompt, opts.TopLogprobs, onPrompt); err != nil {
 			return st, 0, ctxError(ctx, err)
 		}
 	}
@@ -57,12 +62,7 @@ func (s *Server) generate(ctx context.Context, sl *slot, prompt []int32, opts ll
 		return st, 0, ctxError(ctx, err)
 	}
 	promptTime := time.Since(start)
-	var gst llm.Stats
-	if adj.active() {
-		gst, err = s.generateAdjusted(ctx, sess, prompt, opts, adj, emit)
-	} else {
-		gst, err = sess.GenerateTokens(ctx, "", opts, emit)
-	}
+	gst, err := sess.GenerateTokens(ctx, "", opts, emit)
 	gst.PromptTokens = len(prompt)
 	gst.PromptTime = promptTime
 	if err != nil {
@@ -188,8 +188,8 @@ func (e *sse) fail(ae *apiError) {
 
 // promptLogprobs evaluates the prompt from the start, a few dozen tokens at a time, and passes
 // each prompt token's log-probability given the ones before it (the first has none: NaN) and,
-// with adj.topN, each position's most likely tokens, to adj.onPrompt.
-func (s *Server) promptLogprobs(ctx context.Context, sess *llm.Session, prompt []int32, adj *adjust) error {
+// with topN > 0, each position's most likely tokens, to onPrompt.
+func (s *Server) promptLogprobs(ctx context.Context, sess *llm.Session, prompt []int32, topN int, onPrompt promptLogprobsFunc) error {
 	const chunk = 32
 	V := s.model.Tokenizer().VocabSize()
 	if err := sess.Rewind(0); err != nil {
@@ -197,9 +197,9 @@ func (s *Server) promptLogprobs(ctx context.Context, sess *llm.Session, prompt [
 	}
 	lps := make([]float32, len(prompt))
 	lps[0] = float32(math.NaN())
-	var alts [][]alternative
-	if adj.topN > 0 {
-		alts = make([][]alternative, len(prompt))
+	var alts [][]llm.TokenLogProb
+	if topN > 0 {
+		alts = make([][]llm.TokenLogProb, len(prompt))
 	}
 	buf := make([]float32, min(chunk, len(prompt))*V)
 	for start := 0; start < len(prompt); start += chunk {
@@ -213,12 +213,12 @@ func (s *Server) promptLogprobs(ctx context.Context, sess *llm.Session, prompt [
 		}
 		for pos := start; pos < end && pos+1 < len(prompt); pos++ {
 			row := rows[(pos-start)*V : (pos-start+1)*V]
-			lps[pos+1] = logProb(row, prompt[pos+1])
+			lps[pos+1] = llm.LogProb(row, prompt[pos+1])
 			if alts != nil {
-				alts[pos+1] = topAlternatives(nil, row, adj.topN)
+				alts[pos+1] = llm.TopLogProbs(nil, row, topN)
 			}
 		}
 	}
-	adj.onPrompt(lps, alts)
+	onPrompt(lps, alts)
 	return nil
 }

@@ -134,9 +134,8 @@ func (s *Server) llamaCompletion(w http.ResponseWriter, r *http.Request) {
 		e = badRequest("n_probs", "n_probs (top alternatives) is not supported")
 	}
 	var opts llm.GenerateOptions
-	var adj *adjust
 	if e == nil {
-		opts, adj, e = req.options(maxTok, s.model.Tokenizer().VocabSize())
+		opts, e = req.options(maxTok, s.model.Tokenizer().VocabSize())
 	}
 	if e != nil {
 		writeError(w, e)
@@ -156,7 +155,7 @@ func (s *Server) llamaCompletion(w http.ResponseWriter, r *http.Request) {
 	}
 	var content []byte
 	var tokens []int32
-	st, promptTime, ae := s.generate(r.Context(), sl, prompts[0], opts, adj, func(p llm.Piece) error {
+	st, promptTime, ae := s.generate(r.Context(), sl, prompts[0], opts, nil, func(p llm.Piece) error {
 		if p.Token >= 0 {
 			tokens = append(tokens, p.Token)
 		}

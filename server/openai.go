@@ -92,9 +92,8 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		maxTok, e = s.maxTokens("max_tokens", req.MaxTokens, false)
 	}
 	var opts llm.GenerateOptions
-	var adj *adjust
 	if e == nil {
-		opts, adj, e = req.options(maxTok, s.model.Tokenizer().VocabSize())
+		opts, e = req.options(maxTok, s.model.Tokenizer().VocabSize())
 	}
 	if e != nil {
 		writeError(w, e)
@@ -102,10 +101,8 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	}
 	wantLogprobs := req.Logprobs != nil
 	tok := s.model.Tokenizer()
-	var top []alternative // the step's alternatives, when logprobs > 0
-	if wantLogprobs && *req.Logprobs > 0 {
-		adj.topN = *req.Logprobs
-		adj.onTop = func(a []alternative) { top = a }
+	if wantLogprobs {
+		opts.TopLogprobs = *req.Logprobs // each step's alternatives, when logprobs > 0
 	}
 	resp := completionResponse{ID: newID("cmpl-"), Object: "text_completion", Created: time.Now().Unix(), Model: s.name, SystemFingerprint: fingerprint}
 	sl, ae := s.acquire(r.Context(), prompts[0])
@@ -132,8 +129,9 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 			}
 			offset := 0
 			var echoLP *completionLogprobs // the prompt's tokens and log-probabilities
+			var onPrompt promptLogprobsFunc
 			if req.Echo && wantLogprobs {
-				adj.onPrompt = func(lps []float32, alts [][]alternative) {
+				onPrompt = func(lps []float32, alts [][]llm.TokenLogProb) {
 					echoLP = &completionLogprobs{}
 					for i, id := range prompt {
 						piece := tok.Decode([]int32{id})
@@ -145,7 +143,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 						} else {
 							echoLP.TokenLogprobs = append(echoLP.TokenLogprobs, &lps[i])
 						}
-						if adj.topN > 0 {
+						if opts.TopLogprobs > 0 {
 							echoLP.TopLogprobs = append(echoLP.TopLogprobs, altMap(tok, alts[i]))
 						}
 					}
@@ -169,15 +167,15 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 			if req.Echo {
 				text.WriteString(texts[pi])
 			}
-			st, _, ae := s.generate(r.Context(), sl, prompt, choiceSeed(opts, j), adj, func(p llm.Piece) error {
+			st, _, ae := s.generate(r.Context(), sl, prompt, choiceSeed(opts, j), onPrompt, func(p llm.Piece) error {
 				var plp *completionLogprobs
 				if wantLogprobs && p.Token >= 0 {
 					piece := tok.Decode([]int32{p.Token})
 					lpv := p.LogProb
 					plp = &completionLogprobs{Tokens: []string{piece}, TokenLogprobs: []*float32{&lpv}, TextOffset: []int{offset}}
 					offset += len(piece)
-					if adj.topN > 0 {
-						plp.TopLogprobs = []map[string]float32{altMap(tok, top)}
+					if opts.TopLogprobs > 0 {
+						plp.TopLogprobs = []map[string]float32{altMap(tok, p.Top)}
 					}
 				}
 				if stream != nil {
@@ -253,7 +251,7 @@ func (s *Server) completionChecks(req *completionRequest) *apiError {
 
 // altMap is a step's alternatives as the completions API gives them: token text to
 // log-probability (nil, null in JSON, for none).
-func altMap(tok tokenizer.Tokenizer, alts []alternative) map[string]float32 {
+func altMap(tok tokenizer.Tokenizer, alts []llm.TokenLogProb) map[string]float32 {
 	if alts == nil {
 		return nil
 	}
@@ -424,9 +422,8 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		maxTok, e = s.maxTokens("max_tokens", mt, false)
 	}
 	var opts llm.GenerateOptions
-	var adj *adjust
 	if e == nil {
-		opts, adj, e = req.options(maxTok, s.model.Tokenizer().VocabSize())
+		opts, e = req.options(maxTok, s.model.Tokenizer().VocabSize())
 	}
 	if e != nil {
 		writeError(w, e)
@@ -434,16 +431,14 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 	}
 	opts.Stop = append(append([]string(nil), s.stops...), opts.Stop...)
 	tok := s.model.Tokenizer()
-	prompt := tok.Encode(text)
+	prompt := s.model.Tokenize(text, true)
 	if len(prompt) >= s.model.ContextLength() {
 		writeError(w, &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "messages", Code: "context_length_exceeded", Message: promptTooLong(len(prompt), s.model.ContextLength())})
 		return
 	}
 	wantLogprobs := req.Logprobs != nil && *req.Logprobs
-	var top []alternative // the step's alternatives, when top_logprobs > 0
-	if wantLogprobs && req.TopLogprobs != nil && *req.TopLogprobs > 0 {
-		adj.topN = *req.TopLogprobs
-		adj.onTop = func(a []alternative) { top = a }
+	if wantLogprobs && req.TopLogprobs != nil {
+		opts.TopLogprobs = *req.TopLogprobs // each step's alternatives, when top_logprobs > 0
 	}
 	resp := chatResponse{ID: newID("chatcmpl-"), Object: "chat.completion", Created: time.Now().Unix(), Model: s.name, SystemFingerprint: fingerprint}
 	var stream *sse
@@ -473,7 +468,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		begun := false // the answer's first text began (its leading space, after "Assistant:", is dropped)
-		st, _, ae := s.generate(r.Context(), sl, prompt, choiceSeed(opts, j), adj, func(p llm.Piece) error {
+		st, _, ae := s.generate(r.Context(), sl, prompt, choiceSeed(opts, j), nil, func(p llm.Piece) error {
 			t := p.Text
 			if !begun && t != "" {
 				t = strings.TrimPrefix(t, " ")
@@ -483,8 +478,8 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 			if wantLogprobs && p.Token >= 0 {
 				c := chatTokenLogprob(tok.TokenBytes(p.Token), p.LogProb)
 				c.TopLogprobs = []chatAlt{}
-				if adj.topN > 0 {
-					for _, a := range top {
+				if opts.TopLogprobs > 0 {
+					for _, a := range p.Top {
 						alt := chatTokenLogprob(tok.TokenBytes(a.Token), a.LogProb)
 						c.TopLogprobs = append(c.TopLogprobs, chatAlt{Token: alt.Token, Logprob: alt.Logprob, Bytes: alt.Bytes})
 					}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"math"
 	"net/http"
+	"strconv"
+	"strings"
 
 	"github.com/gorun-dev/gorun/llm"
 )
@@ -32,17 +34,49 @@ const seedZero = 0x5eed
 // maxStops bounds the stop strings of a request.
 const maxStops = 16
 
-// options validates the parameters and converts them to the library's, with what the library
-// lacks (penalties, bias) apart. Parameters left out
+// options validates the parameters and converts them to the library's. Parameters left out
 // take llama.cpp's defaults (temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, no repetition
 // penalty), as llama-server does. maxTokens < 0 is llm.NoLimit.
-func (p *sampling) options(maxTokens, vocab int) (llm.GenerateOptions, *adjust, *apiError) {
+func (p *sampling) options(maxTokens, vocab int) (llm.GenerateOptions, *apiError) {
 	o, e := p.libOptions(maxTokens)
 	if e != nil {
-		return o, nil, e
+		return o, e
 	}
-	adj, e := p.parseAdjust(vocab)
-	return o, adj, e
+	return o, p.penaltiesAndBias(&o.Sample, vocab)
+}
+
+// penaltiesAndBias sets OpenAI's presence and frequency penalties (counting the generated
+// tokens only, as OpenAI defines them) and validates the logit bias (token ids as strings,
+// values in [-100, 100], as OpenAI takes them; -100 bans the token).
+func (p *sampling) penaltiesAndBias(so *llm.SampleOptions, vocab int) *apiError {
+	if p.PresencePenalty != nil {
+		so.PresencePenalty = float32(*p.PresencePenalty)
+	}
+	if p.FrequencyPenalty != nil {
+		so.FrequencyPenalty = float32(*p.FrequencyPenalty)
+	}
+	so.PenalizeGenerated = true
+	if len(p.LogitBias) > 1024 {
+		return badRequest("logit_bias", "logit_bias has %d entries (at most 1024)", len(p.LogitBias))
+	}
+	for k, v := range p.LogitBias {
+		id, err := strconv.ParseInt(strings.TrimSpace(k), 10, 32)
+		if err != nil || id < 0 || id >= int64(vocab) {
+			return badRequest("logit_bias", "logit_bias key %q is not a token id of the vocabulary of %d", k, vocab)
+		}
+		if math.IsNaN(v) || v < -100 || v > 100 {
+			return badRequest("logit_bias", "logit_bias[%s] = %v is outside [-100, 100]", k, v)
+		}
+		if so.LogitBias == nil {
+			so.LogitBias = map[int32]float32{}
+		}
+		b := float32(v)
+		if v <= -100 {
+			b = float32(math.Inf(-1))
+		}
+		so.LogitBias[int32(id)] = b
+	}
+	return nil
 }
 
 func (p *sampling) libOptions(maxTokens int) (llm.GenerateOptions, *apiError) {
@@ -226,7 +260,7 @@ func (s *Server) parsePrompt(raw json.RawMessage, many bool) ([][]int32, []strin
 	V := int32(tok.VocabSize())
 	if texts != nil {
 		for _, t := range texts {
-			ids = append(ids, tok.Encode(t))
+			ids = append(ids, s.model.Tokenize(t, true))
 		}
 	} else {
 		for _, p := range ids {
@@ -242,8 +276,8 @@ func (s *Server) parsePrompt(raw json.RawMessage, many bool) ([][]int32, []strin
 		}
 	}
 	for i, p := range ids {
-		if len(p) == 0 { // as the library does: unconditional text starts at end-of-text
-			ids[i] = []int32{tok.EOS()}
+		if len(p) == 0 { // as the library does: unconditional text starts at the start token
+			ids[i] = []int32{s.model.StartToken()}
 		}
 		if len(ids[i]) >= s.model.ContextLength() {
 			return nil, nil, &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: "prompt", Code: "context_length_exceeded",

@@ -544,7 +544,7 @@ func TestServeParameters(t *testing.T) {
 			t.Fatalf("echo logprobs (stream %v): %+v", stream, lp)
 		}
 		for i := 1; i < len(prompt); i++ {
-			want := float64(logProb(rows[(i-1)*V:i*V], prompt[i]))
+			want := float64(llm.LogProb(rows[(i-1)*V:i*V], prompt[i]))
 			if lp.TokenLogprobs[i] == nil || math.Abs(float64(*lp.TokenLogprobs[i])-want) > 1e-4 || len(lp.TopLogprobs[i]) != 2 {
 				t.Errorf("stream %v prompt token %d: %v, want %v (alternatives %v)", stream, i, *lp.TokenLogprobs[i], want, lp.TopLogprobs[i])
 			}

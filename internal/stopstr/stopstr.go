@@ -1,6 +1,7 @@
 // Package stopstr finds stop strings in generated text as it streams, holding back text that
 // may be the beginning of one (so that a stop string split over tokens is never shown in part).
-// The library's generation and the server's penalized sampling share it.
+// The library's generation loop (which the CLI and the server call) uses it, and the CLI's
+// interactive mode finds its shown reverse prompts with it.
 package stopstr
 
 import "strings"
