@@ -89,7 +89,7 @@ func checkConverted(t *testing.T, out string, config []byte) {
 		}
 	}
 	f.Close()
-	m, err := llm.Load(out, llm.Options{Threads: 1})
+	m, err := llm.Load(out, llm.Options{Threads: 1, ContextLength: 8, BatchSize: 8, MemoryLimit: 256 << 20})
 	if err != nil {
 		t.Fatalf("Convert succeeded but llm.Load refuses its output: %v", err)
 	}
