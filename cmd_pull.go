@@ -22,7 +22,8 @@ default: Q4_K_M, else Q4_0, Q8_0, ...); its path in the cache is printed. From a
 checkpoint (GPT2LMHeadModel), the checkpoint is downloaded and converted, QUANT being the
 --outtype (f16 by default, or any quantize recipe), to -o (default NAME-QUANT.gguf here).
 Files go to the Hugging Face cache ($HF_HOME/hub, shared with the Hugging Face tools), resuming
-interrupted downloads and checking each large file's sha256. HF_TOKEN authenticates (gated and
+interrupted downloads and checking each file against the Hub's ETag (an LFS file's sha256, a
+small file's git blob sha1); a file of no announced size is refused (LFS) or capped at 10 MiB. HF_TOKEN authenticates (gated and
 private models), HF_ENDPOINT names a mirror, HF_HUB_OFFLINE=1 uses the cache only.`
 
 func cmdPull(args []string, stdout, stderr io.Writer) error {
@@ -66,10 +67,14 @@ func pullModel(c *hub.Client, repo, quant, revision, out string, inCache bool, s
 	finish := func() {
 		if bar != nil {
 			bar.Done()
-			bar = nil
+			bar, current = nil, ""
 		}
 	}
 	defer finish()
+	c.Log = func(msg string) { // what each download verified
+		finish()
+		fmt.Fprintf(stderr, "pull: %s\n", msg)
+	}
 	commit, files, err := c.Files(repo, revision)
 	if err != nil {
 		return "", err

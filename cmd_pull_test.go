@@ -57,6 +57,12 @@ func TestPullCommand(t *testing.T) {
 	if code != 0 || strings.TrimSpace(stdout) != out {
 		t.Fatalf("pull checkpoint: exit %d, stdout %q, stderr %s", code, stdout, stderr)
 	}
+	// What was verified is said, per file.
+	for _, want := range []string{"pull: model.safetensors: ", "sha256 verified", "pull: config.json: ", "git blob sha1 verified"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("pull's messages lack %q: %s", want, stderr)
+		}
+	}
 	if code, _, stderr := gorun("-m", out, "-p", "Hello", "-n", "4", "--temp", "0"); code != 0 {
 		t.Fatalf("run: exit %d: %s", code, stderr)
 	}

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gorun-dev/gorun/quant"
@@ -85,14 +86,38 @@ func TestParseMerges(t *testing.T) {
 		{`[]`, nil},
 		{`null`, nil},
 	} {
-		got, err := parseMerges([]byte(c.in))
+		got, _, err := parseMerges([]byte(c.in))
 		if err != nil || !slices.Equal(got, c.want) {
 			t.Errorf("%s: %q, %v; want %q", c.in, got, err, c.want)
 		}
 	}
 	for _, bad := range []string{`[["a"]]`, `[1, 2]`, `{"a": 1}`, `[["a", "b"], "c d"]`} {
-		if _, err := parseMerges([]byte(bad)); err == nil {
+		if _, _, err := parseMerges([]byte(bad)); err == nil {
 			t.Errorf("%s: no error", bad)
 		}
+	}
+}
+
+func TestLoneSurrogate(t *testing.T) {
+	for _, c := range []struct {
+		in, lit string
+	}{
+		{`{"a": "\ud83d\ude00"}`, ""},               // a pair
+		{`{"a": "\\ud800"}`, ""},                    // an escaped backslash, then text
+		{`{"\u00e9\n": "\"\ud800"}`, `"\"\ud800"`},  // after an escaped quote
+		{`{"a": "x\ud800"}`, `"x\ud800"`},           // lone high
+		{`{"a": "\udc00y"}`, `"\udc00y"`},           // lone low
+		{`{"a": "\ud800\u0041"}`, `"\ud800\u0041"`}, // high, then not a low
+		{`["\ud800\ud800"]`, `"\ud800\ud800"`},      // two highs
+		{`["\\", "\uDFFF"]`, `"\uDFFF"`},            // upper-case hex, after a string ending in a backslash
+		{`["\ud800`, `"\ud800`},                     // cut short
+	} {
+		lit, ok := loneSurrogate([]byte(c.in))
+		if ok != (c.lit != "") || lit != c.lit {
+			t.Errorf("%s: %q, %v; want %q", c.in, lit, ok, c.lit)
+		}
+	}
+	if err := checkJSONText("f.json", []byte("{\"a\": \"\xff\"}")); err == nil || !strings.Contains(err.Error(), "byte 7 is 0xff") {
+		t.Errorf("invalid UTF-8: %v", err)
 	}
 }

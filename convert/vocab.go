@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/gorun-dev/gorun/internal/osutil"
 )
@@ -66,15 +68,110 @@ func readJSON(path string, v any) error {
 	if err != nil {
 		return err
 	}
+	if err := checkJSONText(path, b); err != nil {
+		return err
+	}
 	if err := json.Unmarshal(b, v); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	return nil
 }
 
-func exists(p string) bool {
+// present reports whether the file p is there; one that is there but is not a regular file
+// (a named pipe, a device, a folder) is an error naming it, not a file to skip.
+func present(p string) (bool, error) {
 	st, err := os.Stat(p)
-	return err == nil && st.Mode().IsRegular()
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if !st.Mode().IsRegular() {
+		f, err := osutil.OpenRegular(p) // its error says what the file is
+		if err == nil {
+			f.Close()
+			return false, fmt.Errorf("%s: not a regular file", p)
+		}
+		return false, err
+	}
+	return true, nil
+}
+
+// checkJSONText refuses what encoding/json would silently turn into U+FFFD: bytes that are
+// not UTF-8 and lone UTF-16 surrogate escapes. Hugging Face's tokenizers (serde_json) cannot
+// read such a file, and llama.cpp's converter fails writing such a token, so converting it
+// would make a tokenizer neither has.
+func checkJSONText(path string, b []byte) error {
+	if !utf8.Valid(b) {
+		i := 0
+		for i < len(b) {
+			r, n := utf8.DecodeRune(b[i:])
+			if r == utf8.RuneError && n <= 1 {
+				break
+			}
+			i += n
+		}
+		return fmt.Errorf("%s: not UTF-8 (byte %d is 0x%02x)", path, i, b[i])
+	}
+	if lit, ok := loneSurrogate(b); ok {
+		return fmt.Errorf("%s: the string %s holds a lone UTF-16 surrogate escape, which is no character: Hugging Face's tokenizers cannot read this file", path, lit)
+	}
+	return nil
+}
+
+// loneSurrogate finds a \uD800-\uDFFF escape that is not a high surrogate followed by a low
+// one, and returns the JSON string literal holding it (shortened).
+func loneSurrogate(b []byte) (string, bool) {
+	start := -1 // the opening quote of the string being read, -1 outside strings
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			if start < 0 {
+				start = i
+			} else {
+				start = -1
+			}
+		case '\\':
+			if start < 0 {
+				continue // not JSON: the decoder says so
+			}
+			if r, ok := hexEscape(b, i); ok && utf16.IsSurrogate(r) {
+				if lo, ok := hexEscape(b, i+6); ok && r < 0xdc00 && lo >= 0xdc00 && lo <= 0xdfff {
+					i += 11 // a pair
+					continue
+				}
+				return stringLiteral(b, start), true
+			}
+			i++ // the escaped character
+		}
+	}
+	return "", false
+}
+
+// hexEscape decodes the \uXXXX escape at b[i:].
+func hexEscape(b []byte, i int) (rune, bool) {
+	if i+6 > len(b) || b[i] != '\\' || b[i+1] != 'u' {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(string(b[i+2:i+6]), 16, 16)
+	return rune(v), err == nil
+}
+
+// stringLiteral is the JSON string starting at the quote b[start], at most 80 bytes of it.
+func stringLiteral(b []byte, start int) string {
+	end := start + 1
+	for end < len(b) && b[end] != '"' {
+		if b[end] == '\\' {
+			end++
+		}
+		end++
+	}
+	end = min(end+1, len(b))
+	if end-start > 80 {
+		return string(b[start:start+77]) + "..."
+	}
+	return string(b[start:end])
 }
 
 // loadVocab reads the tokenizer as llama.cpp's _set_vocab_gpt2 does: the tokens and their
@@ -87,13 +184,21 @@ func loadVocab(dir string, vocabSize int, cfg map[string]json.RawMessage) (*voca
 	var added []addedToken
 	var tcfg map[string]json.RawMessage
 	tcPath := filepath.Join(dir, "tokenizer_config.json")
-	if exists(tcPath) {
+	haveTC, err := present(tcPath)
+	if err != nil {
+		return nil, err
+	}
+	if haveTC {
 		if err := readJSON(tcPath, &tcfg); err != nil {
 			return nil, err
 		}
 	}
 	tjPath := filepath.Join(dir, "tokenizer.json")
-	haveTJ := exists(tjPath)
+	haveTJ, err := present(tjPath)
+	if err != nil {
+		return nil, err
+	}
+	var pairs [][2]string // the merges' two tokens, as the tokenizer names them
 	if haveTJ {
 		var tj struct {
 			Model struct {
@@ -114,14 +219,17 @@ func loadVocab(dir string, vocabSize int, cfg map[string]json.RawMessage) (*voca
 		}
 		ids = tj.Model.Vocab
 		added = tj.AddedTokens
-		var err error
-		if v.merges, err = parseMerges(tj.Model.Merges); err != nil {
+		if v.merges, pairs, err = parseMerges(tj.Model.Merges); err != nil {
 			return nil, fmt.Errorf("%s: %w", tjPath, err)
 		}
 		v.source = "tokenizer.json"
 	} else {
 		vjPath := filepath.Join(dir, "vocab.json")
-		if !exists(vjPath) {
+		haveVJ, err := present(vjPath)
+		if err != nil {
+			return nil, err
+		}
+		if !haveVJ {
 			return nil, fmt.Errorf("%s has no tokenizer: neither tokenizer.json nor vocab.json and merges.txt", dir)
 		}
 		if err := readJSON(vjPath, &ids); err != nil {
@@ -152,11 +260,14 @@ func loadVocab(dir string, vocabSize int, cfg map[string]json.RawMessage) (*voca
 	}
 	if v.merges == nil {
 		mPath := filepath.Join(dir, "merges.txt")
-		if !exists(mPath) {
+		haveM, err := present(mPath)
+		if err != nil {
+			return nil, err
+		}
+		if !haveM {
 			return nil, fmt.Errorf("%s has no BPE merges (in tokenizer.json or merges.txt)", dir)
 		}
-		var err error
-		if v.merges, err = readMergesTxt(mPath); err != nil {
+		if v.merges, pairs, err = readMergesTxt(mPath); err != nil {
 			return nil, err
 		}
 		v.source += " and merges.txt"
@@ -180,6 +291,12 @@ func loadVocab(dir string, vocabSize int, cfg map[string]json.RawMessage) (*voca
 		}
 		tok := tok
 		reverse[id] = &tok
+	}
+	if err := checkMerges(pairs, ids, v.source); err != nil {
+		return nil, err
+	}
+	if err := checkPadding(vocabSize, len(ids), v.source); err != nil {
+		return nil, err
 	}
 	addedByID := map[int64]addedToken{}
 	for _, a := range added {
@@ -299,31 +416,71 @@ func looksSpecial(t string) bool {
 // parseMerges reads tokenizer.json's model.merges: strings "a b", or pairs ["a", "b"] (since
 // transformers 4.45) joined by a space, with spaces inside a part encoded as U+0120 as
 // llama.cpp does.
-func parseMerges(raw json.RawMessage) ([]string, error) {
+//
+// It also returns each merge's two tokens as the tokenizer names them (a string merge split at
+// its first space, as Hugging Face's tokenizers splits it).
+func parseMerges(raw json.RawMessage) ([]string, [][2]string, error) {
 	if len(raw) == 0 || string(raw) == "null" {
-		return nil, nil
+		return nil, nil, nil
 	}
 	var strs []string
 	if nestedArray(raw) {
 		strs = nil // pairs: skip the attempt as strings
 	} else if err := json.Unmarshal(raw, &strs); err == nil {
 		if len(strs) == 0 {
-			return nil, nil
+			return nil, nil, nil
 		}
-		return strs, nil
+		pairs := make([][2]string, len(strs))
+		for i, s := range strs {
+			a, b, ok := strings.Cut(s, " ")
+			if !ok {
+				return nil, nil, fmt.Errorf("merge %d (%q) is not two tokens separated by a space", i+1, s)
+			}
+			pairs[i] = [2]string{a, b}
+		}
+		return strs, pairs, nil
 	}
-	var pairs [][]string
-	if err := json.Unmarshal(raw, &pairs); err != nil {
-		return nil, errors.New("model.merges is neither strings nor pairs of strings")
+	var parts [][]string
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return nil, nil, errors.New("model.merges is neither strings nor pairs of strings")
 	}
-	out := make([]string, len(pairs))
-	for i, p := range pairs {
+	out := make([]string, len(parts))
+	pairs := make([][2]string, len(parts))
+	for i, p := range parts {
 		if len(p) != 2 {
-			return nil, fmt.Errorf("merge %d has %d parts, want 2", i, len(p))
+			return nil, nil, fmt.Errorf("merge %d has %d parts, want 2", i, len(p))
 		}
 		out[i] = strings.ReplaceAll(p[0], " ", "\u0120") + " " + strings.ReplaceAll(p[1], " ", "\u0120")
+		pairs[i] = [2]string{p[0], p[1]}
 	}
-	return out, nil
+	return out, pairs, nil
+}
+
+// checkMerges refuses a merge naming a token the vocabulary lacks (either part, or the token
+// they merge into), as Hugging Face's tokenizers refuses it (MergeTokenOutOfVocabulary):
+// such merges come from another tokenizer than the vocabulary. Merges are numbered from 1.
+func checkMerges(pairs [][2]string, ids map[string]int64, source string) error {
+	for i, p := range pairs {
+		for _, tok := range []string{p[0], p[1], p[0] + p[1]} {
+			if _, ok := ids[tok]; !ok {
+				return fmt.Errorf("tokenizer (%s): merge %d (%q) names %q, which is not in the vocabulary of %d tokens: the merges do not belong to this vocabulary", source, i+1, p[0]+" "+p[1], tok, len(ids))
+			}
+		}
+	}
+	return nil
+}
+
+// checkPadding refuses a tokenizer far smaller than config.json's vocab_size. llama.cpp pads
+// the vocabulary with [PADn] tokens up to vocab_size, which is right for an embedding rounded
+// up (GPT-2 to 50304, others to a multiple of 64 or 128): fewer than 128 tokens, or up to an
+// eighth of vocab_size, are padded here too. More than that is a tokenizer that is not the
+// model's (a 2-token vocab.json beside a 50257-row embedding), whose output would be unusable.
+func checkPadding(vocabSize, tokens int, source string) error {
+	pad := vocabSize - tokens
+	if pad < 128 || pad <= vocabSize/8 {
+		return nil
+	}
+	return fmt.Errorf("tokenizer (%s) has %d tokens, config.json's vocab_size %d: %d [PAD] tokens would fill the rest (up to 127, or an eighth of vocab_size, pad a vocabulary rounded up); the tokenizer is not this model's", source, tokens, vocabSize, pad)
 }
 
 // nestedArray reports whether raw starts as an array of arrays.
@@ -338,14 +495,15 @@ func nestedArray(raw []byte) bool {
 
 // readMergesTxt reads merges.txt as gguf-py does: an optional "#version" first line, blank
 // lines skipped, malformed lines (not two parts) ignored.
-func readMergesTxt(path string) ([]string, error) {
+func readMergesTxt(path string) ([]string, [][2]string, error) {
 	b, err := osutil.ReadFile(path, maxTokenizerFile)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(nil, len(b)+1)
 	var out []string
+	var pairs [][2]string
 	first := true
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
@@ -363,6 +521,7 @@ func readMergesTxt(path string) ([]string, error) {
 			continue
 		}
 		out = append(out, parts[0]+" "+parts[1])
+		pairs = append(pairs, [2]string{parts[0], parts[1]})
 	}
-	return out, sc.Err()
+	return out, pairs, sc.Err()
 }

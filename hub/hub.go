@@ -7,11 +7,13 @@ package hub
 
 import (
 	"context"
+	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"net/http"
 	"net/url"
@@ -46,6 +48,11 @@ type Client struct {
 	// IdleTimeout ends a download that receives nothing for this long (it then resumes as
 	// after a cut connection); default one minute.
 	IdleTimeout time.Duration
+	// Log, when set, is told what each download verified ("FILE: N bytes, sha256 verified
+	// against the Hub's ETag") or that a file was already in the cache.
+	Log func(msg string)
+
+	retryDelay time.Duration // the wait before a resumption, times the attempt (default 50 ms)
 }
 
 // FromEnv makes a client from the environment as huggingface_hub reads it: HF_ENDPOINT,
@@ -176,7 +183,12 @@ func (c *Client) Files(repo, revision string) (commit string, files []string, er
 	}
 	// The revision's commit is recorded, as snapshot_download does, for offline use.
 	if revision != info.SHA {
-		if err := writeRef(c.repoDir(repo), revision, info.SHA); err != nil {
+		k, err := c.openCache()
+		if err != nil {
+			return "", nil, err
+		}
+		defer k.Close()
+		if err := writeRef(k, repoFolder(repo), revision, info.SHA); err != nil {
 			return "", nil, err
 		}
 	}
@@ -213,6 +225,9 @@ func (c *Client) cachedCommit(repo, revision string) (string, error) {
 	if commitRE.MatchString(revision) {
 		return revision, nil
 	}
+	if checkFileName(revision) != nil {
+		return "", fmt.Errorf("%s@%s: %w", repo, revision, ErrOffline)
+	}
 	b, err := os.ReadFile(filepath.Join(c.repoDir(repo), "refs", filepath.FromSlash(revision)))
 	if err != nil || !commitRE.MatchString(strings.TrimSpace(string(b))) {
 		return "", fmt.Errorf("%s@%s: %w", repo, revision, ErrOffline)
@@ -245,50 +260,92 @@ func (c *Client) Download(repo, revision, name string) (string, error) {
 	if revision == "" {
 		revision = "main"
 	}
-	dir := c.repoDir(repo)
 	if c.Offline {
-		commit, err := c.cachedCommit(repo, revision)
-		if err != nil {
-			return "", err
-		}
-		p := filepath.Join(dir, "snapshots", commit, filepath.FromSlash(name))
-		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("%s@%s: %s: %w", repo, revision, name, ErrOffline)
-		}
-		return p, nil
+		return c.cachedFile(repo, revision, name)
 	}
 	meta, err := c.head(repo, revision, name)
 	if err != nil {
 		return "", err
 	}
-	snap := filepath.Join(dir, "snapshots", meta.commit, filepath.FromSlash(name))
-	if revision != meta.commit {
-		if err := writeRef(dir, revision, meta.commit); err != nil {
-			return "", err
-		}
-	}
-	if _, err := os.Stat(snap); err == nil {
-		return snap, nil
-	}
-	blob := filepath.Join(dir, "blobs", meta.etag)
-	if _, err := os.Stat(blob); err != nil {
-		if err := c.fetch(repo, name, meta, blob); err != nil {
-			return "", err
-		}
-	}
-	if err := link(blob, snap); err != nil {
+	k, err := c.openCache()
+	if err != nil {
 		return "", err
 	}
-	return snap, nil
+	defer k.Close()
+	dir := repoFolder(repo)
+	if revision != meta.commit {
+		if err := writeRef(k, dir, revision, meta.commit); err != nil {
+			return "", err
+		}
+	}
+	snap := dir + "/snapshots/" + meta.commit + "/" + name
+	if ok, err := k.snapshotEntry(snap); err != nil || ok {
+		if ok {
+			c.log("%s: cached (%s)", name, k.path(snap))
+		}
+		return k.path(snap), err
+	}
+	blob := dir + "/blobs/" + meta.etag
+	have, err := k.regular(blob)
+	if err != nil {
+		return "", err
+	}
+	if have {
+		c.log("%s: blob %s already in the cache", name, meta.etag)
+	} else if err := c.fetch(k, repo, name, meta, blob); err != nil {
+		return "", err
+	}
+	if err := k.link(blob, snap); err != nil {
+		return "", err
+	}
+	return k.path(snap), nil
+}
+
+// cachedFile is Download offline: the snapshot entry, if the cache has it.
+func (c *Client) cachedFile(repo, revision, name string) (string, error) {
+	commit, err := c.cachedCommit(repo, revision)
+	if err != nil {
+		return "", err
+	}
+	k, err := c.openCache()
+	if err != nil {
+		return "", err
+	}
+	defer k.Close()
+	snap := repoFolder(repo) + "/snapshots/" + commit + "/" + name
+	ok, err := k.snapshotEntry(snap)
+	if err != nil {
+		return "", err
+	}
+	if !ok {
+		return "", fmt.Errorf("%s@%s: %s: %w", repo, revision, name, ErrOffline)
+	}
+	return k.path(snap), nil
+}
+
+// repoFolder is the repository's folder relative to the cache.
+func repoFolder(repo string) string {
+	return "models--" + strings.ReplaceAll(repo, "/", "--")
+}
+
+func (c *Client) log(format string, args ...any) {
+	if c.Log != nil {
+		c.Log(fmt.Sprintf(format, args...))
+	}
 }
 
 type fileMeta struct {
 	commit, etag, url string
-	size              int64
-	lfs               bool // etag is the content's sha256
+	size              int64 // -1: the Hub announced none
+	lfs               bool  // etag is the content's sha256; else its git blob sha1
 }
 
-var etagRE = regexp.MustCompile(`^[0-9A-Za-z._-]{1,128}$`)
+var (
+	gitSHA1RE  = regexp.MustCompile(`^[0-9a-f]{40}$`)
+	sha256RE   = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	sizeRE     = regexp.MustCompile(`^[0-9]{1,18}$`)
+	maxGitFile = int64(10 << 20) // the Hub keeps larger files in LFS
+)
 
 // head asks the Hub for a file's commit, ETag, size and download address without following
 // the redirect to the storage host (the headers that matter are on the Hub's answer).
@@ -321,21 +378,28 @@ func (c *Client) head(repo, revision, name string) (fileMeta, error) {
 		return m, c.statusError(repo, resp)
 	}
 	m.commit = resp.Header.Get("X-Repo-Commit")
+	if !commitRE.MatchString(m.commit) {
+		return m, fmt.Errorf("%s: %s: the Hub's answer has no commit (X-Repo-Commit %q, want 40 hex digits): is HF_ENDPOINT a Hub?", repo, name, m.commit)
+	}
 	etag := resp.Header.Get("X-Linked-Etag")
 	if etag == "" {
 		etag = resp.Header.Get("ETag")
 	}
-	etag = strings.Trim(strings.TrimPrefix(etag, "W/"), `"`)
-	size := resp.Header.Get("X-Linked-Size")
-	if size == "" {
-		size = resp.Header.Get("Content-Length")
+	m.etag = strings.Trim(strings.TrimPrefix(etag, "W/"), `"`)
+	// The ETag names the blob in the cache: only the two hashes the Hub gives are names.
+	switch {
+	case sha256RE.MatchString(m.etag):
+		m.lfs = true
+	case gitSHA1RE.MatchString(m.etag):
+	default:
+		return m, fmt.Errorf("%s: %s: the Hub's ETag %q is neither a sha256 (LFS) nor a git sha1 (40 or 64 lowercase hex digits): is HF_ENDPOINT a Hub?", repo, name, etag)
 	}
-	m.size, _ = strconv.ParseInt(size, 10, 64)
-	if !commitRE.MatchString(m.commit) || !etagRE.MatchString(etag) {
-		return m, fmt.Errorf("%s: %s: the Hub's answer lacks a commit or ETag (X-Repo-Commit %q, ETag %q): is HF_ENDPOINT a Hub?", repo, name, m.commit, etag)
+	if m.size, err = announcedSize(resp); err != nil {
+		return m, fmt.Errorf("%s: %s: %w", repo, name, err)
 	}
-	m.etag = etag
-	m.lfs = regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(etag)
+	if m.size < 0 && m.lfs {
+		return m, fmt.Errorf("%s: %s: the Hub announced no size (neither X-Linked-Size nor Content-Length) for this LFS file: refusing a download without a bound; is HF_ENDPOINT a Hub?", repo, name)
+	}
 	m.url = u
 	if loc := resp.Header.Get("Location"); loc != "" && resp.StatusCode >= 300 {
 		ref, err := resp.Request.URL.Parse(loc)
@@ -347,6 +411,24 @@ func (c *Client) head(repo, revision, name string) (fileMeta, error) {
 	return m, nil
 }
 
+// announcedSize is the file's size from X-Linked-Size (an LFS file's), else from the
+// Content-Length of a direct answer (a redirect's is the redirect's own body); -1 for none.
+func announcedSize(resp *http.Response) (int64, error) {
+	key := "X-Linked-Size"
+	v := resp.Header.Get(key)
+	if v == "" && resp.StatusCode < 300 {
+		key = "Content-Length"
+		v = resp.Header.Get(key)
+	}
+	if v == "" {
+		return -1, nil
+	}
+	if !sizeRE.MatchString(v) {
+		return 0, fmt.Errorf("the Hub's %s %q is not a size", key, v)
+	}
+	return strconv.ParseInt(v, 10, 64)
+}
+
 func escapePath(name string) string {
 	parts := strings.Split(name, "/")
 	for i, p := range parts {
@@ -355,58 +437,60 @@ func escapePath(name string) string {
 	return strings.Join(parts, "/")
 }
 
-func writeRef(dir, revision, commit string) error {
+// writeRef records the commit a branch or tag name resolved to (refs/NAME), as huggingface_hub
+// does for offline use.
+func writeRef(k *cache, dir, revision, commit string) error {
 	if checkFileName(revision) != nil {
 		return nil // a revision that is not a plain ref name is not recorded
 	}
-	p := filepath.Join(dir, "refs", filepath.FromSlash(revision))
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(p, []byte(commit), 0o644)
+	return k.writeFile(dir+"/refs/"+revision, []byte(commit))
 }
 
 // fetch downloads the file into blob, resuming blob.incomplete with Range requests after a
-// cut connection (and from a previous run), and checks an LFS file's sha256.
-func (c *Client) fetch(repo, name string, m fileMeta, blob string) error {
-	if err := os.MkdirAll(filepath.Dir(blob), 0o755); err != nil {
-		return err
-	}
+// cut connection (and from a previous run), and checks the content against the ETag: an LFS
+// file's sha256, a small file's git blob sha1.
+func (c *Client) fetch(k *cache, repo, name string, m fileMeta, blob string) error {
 	part := blob + ".incomplete"
 	retries := c.Retries
 	if retries == 0 {
 		retries = 5
 	}
-	var lastErr error
+	delay := c.retryDelay
+	if delay == 0 {
+		delay = 50 * time.Millisecond
+	}
+	v := newVerifier(m)
+	var have int64
 	for attempt := 0; attempt <= retries; attempt++ {
 		if attempt > 0 {
-			time.Sleep(time.Duration(attempt) * 50 * time.Millisecond)
+			time.Sleep(time.Duration(attempt) * delay)
 		}
-		done, err := c.fetchOnce(repo, name, m, part)
+		var err error
+		have, err = c.fetchOnce(k, repo, name, m, part, v)
 		if err == nil {
 			break
 		}
-		lastErr = err
 		var perm permanent
 		if errors.As(err, &perm) {
 			return err
 		}
-		_ = done
 		if attempt == retries {
-			return fmt.Errorf("%s: %s: download failed after %d attempts: %w", repo, name, retries+1, lastErr)
+			return fmt.Errorf("%s: %s: download failed after %d attempts: %w", repo, name, retries+1, err)
 		}
 	}
-	if m.lfs {
-		sum, err := fileSHA256(part)
-		if err != nil {
-			return err
-		}
-		if sum != m.etag {
-			os.Remove(part)
-			return fmt.Errorf("%s: %s: the download's sha256 %s is not the Hub's %s: corrupted in transit (removed; run again)", repo, name, sum, m.etag)
-		}
+	got, err := v.sum(k, part, have)
+	if err != nil {
+		return err
 	}
-	return os.Rename(part, blob)
+	if got != m.etag {
+		k.root.Remove(part)
+		return fmt.Errorf("%s: %s: the download's %s %s is not the Hub's ETag %s: corrupted in transit (removed; run again)", repo, name, v.kind(), got, m.etag)
+	}
+	if err := k.root.Rename(part, blob); err != nil {
+		return err
+	}
+	c.log("%s: %d bytes, %s verified against the Hub's ETag", name, have, v.kind())
+	return nil
 }
 
 // permanent marks errors a retry cannot fix.
@@ -414,8 +498,10 @@ type permanent struct{ error }
 
 func (p permanent) Unwrap() error { return p.error }
 
-func (c *Client) fetchOnce(repo, name string, m fileMeta, part string) (int64, error) {
-	f, err := os.OpenFile(part, os.O_WRONLY|os.O_CREATE, 0o644)
+// fetchOnce makes one request for the rest of the file, appending to part; it returns how
+// many bytes part holds.
+func (c *Client) fetchOnce(k *cache, repo, name string, m fileMeta, part string, v *verifier) (int64, error) {
+	f, err := k.openPart(part)
 	if err != nil {
 		return 0, permanent{err}
 	}
@@ -424,14 +510,21 @@ func (c *Client) fetchOnce(repo, name string, m fileMeta, part string) (int64, e
 	if err != nil {
 		return 0, permanent{err}
 	}
-	if m.size > 0 && have == m.size {
-		return have, nil
+	limit := m.size
+	if limit < 0 {
+		limit = maxGitFile
 	}
-	if m.size > 0 && have > m.size {
-		if err := f.Truncate(0); err != nil {
+	if have > limit {
+		if err := restart(f, v); err != nil {
 			return 0, permanent{err}
 		}
-		have, _ = f.Seek(0, io.SeekStart)
+		have = 0
+	}
+	if err := v.catchUp(f, have); err != nil {
+		return have, permanent{err}
+	}
+	if have == m.size {
+		return have, nil
 	}
 	req, err := c.request("GET", m.url)
 	if err != nil {
@@ -462,16 +555,15 @@ func (c *Client) fetchOnce(repo, name string, m fileMeta, part string) (int64, e
 		}
 	case resp.StatusCode == http.StatusOK:
 		if have > 0 { // no resumption: start over
-			if err := f.Truncate(0); err != nil {
-				return 0, permanent{err}
-			}
-			if _, err := f.Seek(0, io.SeekStart); err != nil {
+			if err := restart(f, v); err != nil {
 				return 0, permanent{err}
 			}
 			have = 0
 		}
 	case resp.StatusCode == http.StatusRequestedRangeNotSatisfiable:
-		f.Truncate(0)
+		if err := restart(f, v); err != nil {
+			return 0, permanent{err}
+		}
 		return 0, fmt.Errorf("%s: %s: range not satisfiable, starting over", repo, name)
 	default:
 		return have, permanent{c.statusError(repo, resp)}
@@ -481,15 +573,19 @@ func (c *Client) fetchOnce(repo, name string, m fileMeta, part string) (int64, e
 		n, rerr := resp.Body.Read(buf)
 		watchdog.Reset(idle)
 		if n > 0 {
-			if m.size > 0 && have+int64(n) > m.size {
+			if have+int64(n) > limit {
+				if m.size < 0 {
+					return have, permanent{fmt.Errorf("%s: %s: the server sent more than 10 MiB for a file of no announced size outside LFS (the Hub keeps larger files in LFS, with their size)", repo, name)}
+				}
 				return have, permanent{fmt.Errorf("%s: %s: the server sent more than the %d bytes the Hub announced", repo, name, m.size)}
 			}
 			if _, err := f.Write(buf[:n]); err != nil {
 				return have, permanent{err}
 			}
+			v.write(buf[:n])
 			have += int64(n)
 			if c.Progress != nil {
-				c.Progress(name, have, m.size)
+				c.Progress(name, have, max(m.size, 0))
 			}
 		}
 		if rerr == io.EOF {
@@ -499,54 +595,90 @@ func (c *Client) fetchOnce(repo, name string, m fileMeta, part string) (int64, e
 			return have, rerr
 		}
 	}
-	if m.size > 0 && have != m.size {
+	if m.size >= 0 && have != m.size {
 		return have, fmt.Errorf("%s: %s: connection ended at byte %d of %d", repo, name, have, m.size)
 	}
 	return have, f.Sync()
 }
 
-func fileSHA256(p string) (string, error) {
-	f, err := os.Open(p)
-	if err != nil {
-		return "", err
+// restart empties the partial download and the hash of its bytes.
+func restart(f *os.File, v *verifier) error {
+	if err := f.Truncate(0); err != nil {
+		return err
 	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	v.reset()
+	return nil
 }
 
-// link makes the snapshot entry for a blob: a relative symbolic link as huggingface_hub makes,
-// or, where links cannot be made (Windows without developer mode), a copy.
-func link(blob, snap string) error {
-	if err := os.MkdirAll(filepath.Dir(snap), 0o755); err != nil {
-		return err
+// verifier hashes a download as it streams in: sha256 for an LFS file, the git blob sha1
+// (sha1 of "blob SIZE\x00" and the content) for a small file. Its state is always the hash of
+// the first n bytes of the partial file.
+type verifier struct {
+	lfs  bool
+	size int64 // -1: unknown, the git header is then hashed with the content at the end
+	h    hash.Hash
+	n    int64
+}
+
+func newVerifier(m fileMeta) *verifier {
+	v := &verifier{lfs: m.lfs, size: m.size}
+	v.reset()
+	return v
+}
+
+func (v *verifier) kind() string {
+	if v.lfs {
+		return "sha256"
 	}
-	rel, err := filepath.Rel(filepath.Dir(snap), blob)
-	if err != nil {
-		return err
+	return "git blob sha1"
+}
+
+func (v *verifier) reset() {
+	v.n = 0
+	if v.lfs {
+		v.h = sha256.New()
+		return
 	}
-	os.Remove(snap)
-	if err := os.Symlink(rel, snap); err == nil {
+	v.h = sha1.New()
+	if v.size >= 0 {
+		fmt.Fprintf(v.h, "blob %d\x00", v.size)
+	}
+}
+
+func (v *verifier) write(b []byte) {
+	v.h.Write(b)
+	v.n += int64(len(b))
+}
+
+// catchUp hashes the partial file's first have bytes when they are not what was hashed (a
+// download resumed from an earlier run).
+func (v *verifier) catchUp(f *os.File, have int64) error {
+	if v.n == have {
 		return nil
 	}
-	in, err := os.Open(blob)
-	if err != nil {
-		return err
+	v.reset()
+	n, err := io.Copy(v.h, io.NewSectionReader(f, 0, have))
+	v.n = n
+	return err
+}
+
+// sum is the hash of the complete download of have bytes, as the ETag writes it.
+func (v *verifier) sum(k *cache, part string, have int64) (string, error) {
+	if v.n != have || (!v.lfs && v.size < 0) {
+		// The git header needs the size: hash the (at most maxGitFile) file again.
+		v.size = have
+		f, err := k.root.Open(part)
+		if err != nil {
+			return "", err
+		}
+		defer f.Close()
+		v.n = -1
+		if err := v.catchUp(f, have); err != nil {
+			return "", err
+		}
 	}
-	defer in.Close()
-	out, err := os.Create(snap + ".tmp")
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	if err := out.Close(); err != nil {
-		return err
-	}
-	return os.Rename(snap+".tmp", snap)
+	return hex.EncodeToString(v.h.Sum(nil)), nil
 }
