@@ -115,7 +115,8 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	defer s.pool.release(sl)
+	release := s.pool.hold(sl)
+	defer release()
 	var u usage
 	var stream *sse
 	if req.Stream {
@@ -219,6 +220,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 			resp.Choices = append(resp.Choices, completionChoice{Text: text.String(), Index: index, Logprobs: lp, FinishReason: &fr})
 		}
 	}
+	release() // generation is over: the slot is not held while the answer is written
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	if stream != nil {
 		if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
@@ -356,7 +358,7 @@ func (s *Server) chatPrompt(msgs []chatMessage) (string, *apiError) {
 		switch m.Role {
 		case "system", "developer", "user", "assistant":
 		default:
-			return "", badRequest("messages", "messages[%d].role = %q (want system, developer, user or assistant)", i, m.Role)
+			return "", badRequest("messages", "messages[%d].role = %s (want system, developer, user or assistant)", i, quote(m.Role))
 		}
 		text, ok := messageText(m.Content)
 		if !ok {
@@ -458,7 +460,8 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	defer s.pool.release(sl)
+	release := s.pool.hold(sl)
+	defer release()
 	u := usage{PromptTokens: len(prompt)}
 	for j := range n {
 		var content strings.Builder
@@ -525,6 +528,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		c := content.String()
 		resp.Choices = append(resp.Choices, chatChoice{Index: j, Message: &chatOut{Role: "assistant", Content: &c}, Logprobs: lp, FinishReason: &fr})
 	}
+	release() // generation is over: the slot is not held while the answer is written
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	if stream != nil {
 		if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {

@@ -41,8 +41,38 @@ func (p *sampling) options(maxTokens, vocab int) (llm.GenerateOptions, *adjust, 
 	if e != nil {
 		return o, nil, e
 	}
+	if e := checkBiasKeys(p.LogitBias, vocab); e != nil {
+		return o, nil, e
+	}
 	adj, e := p.parseAdjust(vocab)
 	return o, adj, e
+}
+
+// checkBiasKeys accepts logit_bias keys that are token ids written as OpenAI's tokenizer
+// writes them: decimal digits, no sign, spaces or leading zero ("+5", " 5 " and "05" would
+// each be a second spelling of token 5).
+func checkBiasKeys(bias map[string]float64, vocab int) *apiError {
+	for k := range bias {
+		if _, ok := canonicalID(k, vocab); !ok {
+			return badRequest("logit_bias", "logit_bias key %s is not a token id of the vocabulary of %d (decimal digits, no sign, spaces or leading zero)", quote(k), vocab)
+		}
+	}
+	return nil
+}
+
+// canonicalID reads a token id in canonical decimal, below vocab.
+func canonicalID(k string, vocab int) (int, bool) {
+	if k == "" || len(k) > 10 || len(k) > 1 && k[0] == '0' {
+		return 0, false
+	}
+	id := 0
+	for i := 0; i < len(k); i++ {
+		if k[i] < '0' || k[i] > '9' {
+			return 0, false
+		}
+		id = id*10 + int(k[i]-'0') // at most 10 digits: no overflow
+	}
+	return id, id < vocab
 }
 
 func (p *sampling) libOptions(maxTokens int) (llm.GenerateOptions, *apiError) {
@@ -174,13 +204,14 @@ func (s *Server) maxTokens(name string, v *int, llamaStyle bool) (int, *apiError
 	return *v, nil
 }
 
-// choiceCount checks n against the number of prompts.
+// choiceCount checks n against the number of prompts (at least 1): n times it must be at
+// most MaxChoices, compared by division, as the product of client counts can overflow.
 func (s *Server) choiceCount(n *int, prompts int) (int, *apiError) {
 	k := 1
 	if n != nil {
 		k = *n
 	}
-	if k < 1 || k*prompts > s.cfg.MaxChoices {
+	if k < 1 || prompts < 1 || k > s.cfg.MaxChoices/prompts {
 		return 0, badRequest("n", "n = %d with %d prompt(s): want 1 to %d choices in all", k, prompts, s.cfg.MaxChoices)
 	}
 	return k, nil
@@ -222,6 +253,10 @@ func (s *Server) parsePrompt(raw json.RawMessage, many bool) ([][]int32, []strin
 		ids = manyIDs
 	default:
 		return nil, nil, badRequest("prompt", "prompt must be a string, an array of token ids, or a non-empty array of those")
+	}
+	if n := max(len(texts), len(ids)); n > s.cfg.MaxChoices {
+		// Each prompt is at least one choice: refused before tokenizing them all.
+		return nil, nil, badRequest("prompt", "%d prompts (at most %d choices in all)", n, s.cfg.MaxChoices)
 	}
 	V := int32(tok.VocabSize())
 	if texts != nil {
