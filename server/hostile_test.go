@@ -92,47 +92,75 @@ func stallingClient(t *testing.T, addr, path, body string) net.Conn {
 	return c
 }
 
-// Row 2: a client that never reads its (large, non-streamed) answer frees its slot when the
-// generation ends, and its handler ends at the write deadline.
-func TestServeNonReadingClientFreesSlot(t *testing.T) {
+// stallServer serves a tiny model with one slot on connections of small send buffers, with
+// writeTimeout set to timeout (before the server starts, so its goroutines see it). running
+// counts the handlers running.
+func stallServer(t *testing.T, timeout time.Duration) (s *Server, hs *httptest.Server, running *atomic.Int32) {
 	m := randomModel(t)
 	s, err := New(Config{Model: m, ModelName: "test-model", Parallel: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
-	var running atomic.Int32
-	hs := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	old := writeTimeout
+	writeTimeout = timeout
+	t.Cleanup(func() { writeTimeout = old })
+	running = new(atomic.Int32)
+	hs = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		running.Add(1)
 		defer running.Add(-1)
 		s.ServeHTTP(w, r)
 	}))
 	hs.Listener = smallBufferListener{hs.Listener}
 	hs.Start()
-	defer hs.Close()
-	defer hs.CloseClientConnections()
-	old := writeTimeout
-	writeTimeout = 500 * time.Millisecond
-	defer func() { writeTimeout = old }()
+	t.Cleanup(func() {
+		hs.CloseClientConnections()
+		hs.Close()
+		s.Close()
+	})
+	return s, hs, running
+}
 
-	// About 4 choices x 100 tokens x 21 alternatives x 60 bytes: 500 KB, far over the buffers.
-	big := `{"messages":[{"role":"user","content":"x"}],"n":4,"max_tokens":100,"ignore_eos":true,"logprobs":true,"top_logprobs":20}`
-	addr := strings.TrimPrefix(hs.URL, "http://")
-	stallingClient(t, addr, "/v1/chat/completions", big)
-	for start := time.Now(); running.Load() == 0; time.Sleep(time.Millisecond) {
+// bigAnswer asks for about 2 choices x 60 tokens x 21 alternatives x 60 bytes: 150 KB, far
+// over the buffers (and 2 s more of write deadline).
+const bigAnswer = `{"messages":[{"role":"user","content":"x"}],"n":2,"max_tokens":60,"ignore_eos":true,"logprobs":true,"top_logprobs":20}`
+
+// waitBusy waits for a request to hold the server's slot.
+func waitBusy(t *testing.T, s *Server) {
+	t.Helper()
+	for start := time.Now(); ; time.Sleep(time.Millisecond) {
+		if busy, _ := s.Stats(); busy == 1 {
+			return
+		}
 		if time.Since(start) > 5*time.Second {
 			t.Fatal("the request never started")
 		}
 	}
-	// The slot is free once the generation is done, although the answer is not read.
-	waitIdle(t, s, 30*time.Second)
+}
+
+// Row 2: a client that never reads its (large, non-streamed) answer frees its slot when the
+// generation ends, long before the write deadline.
+func TestServeNonReadingClientFreesSlot(t *testing.T) {
+	s, hs, running := stallServer(t, time.Minute)
+	stallingClient(t, strings.TrimPrefix(hs.URL, "http://"), "/v1/chat/completions", bigAnswer)
+	waitBusy(t, s)
+	waitIdle(t, s, 20*time.Second)
 	code, b := request(t, "POST", hs.URL+"/v1/completions", `{"prompt":"a","max_tokens":2}`)
 	if code != 200 {
 		t.Errorf("the next request: %d %s", code, b)
 	}
-	// The handler gives up at the write deadline.
+	if running.Load() != 1 {
+		t.Errorf("%d handlers running (want the one writing to the client that does not read)", running.Load())
+	}
+}
+
+// Row 2: the answer to a client that never reads is written under a deadline: its handler
+// ends.
+func TestServeNonReadingClientDeadline(t *testing.T) {
+	s, hs, running := stallServer(t, 500*time.Millisecond)
+	stallingClient(t, strings.TrimPrefix(hs.URL, "http://"), "/v1/chat/completions", bigAnswer)
+	waitBusy(t, s)
 	for start := time.Now(); running.Load() != 0; time.Sleep(5 * time.Millisecond) {
-		if time.Since(start) > 10*time.Second {
+		if time.Since(start) > 20*time.Second {
 			t.Fatal("the handler still writes to the client that does not read")
 		}
 	}
@@ -141,32 +169,12 @@ func TestServeNonReadingClientFreesSlot(t *testing.T) {
 // Row 2, streamed: a streaming client that stops reading loses its stream at the write
 // deadline, which frees its slot.
 func TestServeNonReadingStreamFreesSlot(t *testing.T) {
-	m := randomModel(t)
-	s, err := New(Config{Model: m, ModelName: "test-model", Parallel: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	hs := httptest.NewUnstartedServer(s)
-	hs.Listener = smallBufferListener{hs.Listener}
-	hs.Start()
-	defer hs.Close()
-	defer hs.CloseClientConnections()
-	old := writeTimeout
-	writeTimeout = 500 * time.Millisecond
-	defer func() { writeTimeout = old }()
-	// Greedy, so that every step's event is the same size; 16 choices of 250 tokens with 20
-	// alternatives each is megabytes of events, more than the buffers hold.
+	s, hs, _ := stallServer(t, 500*time.Millisecond)
+	// 16 choices of 250 tokens with 20 alternatives each is megabytes of events, more than
+	// the buffers hold.
 	big := `{"messages":[{"role":"user","content":"x"}],"n":16,"max_tokens":250,"ignore_eos":true,"logprobs":true,"top_logprobs":20,"stream":true}`
 	stallingClient(t, strings.TrimPrefix(hs.URL, "http://"), "/v1/chat/completions", big)
-	for start := time.Now(); ; time.Sleep(time.Millisecond) {
-		if busy, _ := s.Stats(); busy == 1 {
-			break
-		}
-		if time.Since(start) > 5*time.Second {
-			t.Fatal("the request never started")
-		}
-	}
+	waitBusy(t, s)
 	waitIdle(t, s, 30*time.Second)
 }
 
