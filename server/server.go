@@ -7,7 +7,12 @@
 // finds every slot busy waits in a bounded queue, and gets 503 when the queue is full. A
 // slot keeps its context after a request, and the next request whose prompt begins the same
 // way reuses the cached prefix. A client that disconnects cancels its generation, which stops
-// before its next token and frees the slot.
+// before its next token and frees the slot; a slot is given back before the answer is
+// written, and every answer is written under a deadline.
+//
+// Web pages cannot drive the server: the Host header must name it (Config.AllowedHosts),
+// JSON bodies need Content-Type application/json, and without an API key a request from a
+// page of another origin is refused.
 package server
 
 import (
