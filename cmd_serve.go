@@ -40,7 +40,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 // lets running requests finish for the grace period, then cancels them (streams end with an
 // error event) and closes the model. ready, when set, gets the address it listens on.
 func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr string)) error {
-	fs := newFlags("serve", "gorun serve -m MODEL.gguf [--host 127.0.0.1] [--port 8080] [--parallel N] [-c CTX] [--api-key KEY]: an OpenAI-compatible HTTP server", stderr)
+	fs := newFlags("serve", "gorun serve -m MODEL.gguf [--host 127.0.0.1] [--port 8080] [--parallel N] [-c CTX] [--api-key KEY] [--allowed-hosts NAMES]: an OpenAI-compatible HTTP server", stderr)
 	var mf modelFlags
 	mf.register(fs)
 	host := fs.String("host", "127.0.0.1", "address to listen on (0.0.0.0: every interface)")
@@ -58,6 +58,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 	tmpl := fs.String("chat-template", "", "chat template: Go text/template over .Messages (.Role, .Content), or @FILE (default: plain 'User:'/'Assistant:' lines)")
 	var chatStop stringList
 	fs.Var(&chatStop, "chat-stop", "stop string of every chat answer (repeatable; default \"\\nUser:\" with the default template)")
+	var allowed stringList
+	fs.Var(&allowed, "allowed-hosts", "host `names` requests may be sent to (the Host header) and whose web pages may call the server (Origin), besides IP addresses, localhost and --host; comma-separated, repeatable; * for any")
 	maxBody := fs.Int64("max-body", 4<<20, "largest request body in bytes")
 	grace := fs.Duration("shutdown-grace", 10*time.Second, "how long running requests may finish after SIGINT/SIGTERM")
 	if err := parseModelFlags(fs, args, &mf.model, stderr); err != nil {
@@ -98,7 +100,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 		return err
 	}
 	cfg := server.Config{Model: m, ModelName: name, Parallel: *parallel, Queue: *queue, APIKey: *apiKey,
-		ChatTemplate: *tmpl, DefaultMaxTokens: *n, MaxBodyBytes: *maxBody}
+		ChatTemplate: *tmpl, DefaultMaxTokens: *n, MaxBodyBytes: *maxBody, AllowedHosts: allowedHosts(*host, allowed)}
 	if chatStop != nil {
 		cfg.ChatStop = chatStop
 	}
@@ -182,6 +184,23 @@ func checkSlotsMemory(m *llm.Model, slots int, limit int64) error {
 	}
 	return fmt.Errorf("%w: %d slots of %d tokens need %s (weights %s + %s per slot), but %s is %s; lower --parallel or -c",
 		llm.ErrOutOfMemory, slots, m.ContextLength(), llm.FormatBytes(need), llm.FormatBytes(e.Weights), llm.FormatBytes(e.Session()), what, llm.FormatBytes(limit))
+}
+
+// allowedHosts is --allowed-hosts split at commas, with the --host name when it is one (the
+// server accepts IP addresses and localhost itself).
+func allowedHosts(host string, flags []string) []string {
+	var hosts []string
+	for _, f := range flags {
+		for _, h := range strings.Split(f, ",") {
+			if h = strings.TrimSpace(h); h != "" {
+				hosts = append(hosts, h)
+			}
+		}
+	}
+	if host != "" && net.ParseIP(host) == nil {
+		hosts = append(hosts, host)
+	}
+	return hosts
 }
 
 func isLoopback(host string) bool {

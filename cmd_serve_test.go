@@ -135,6 +135,7 @@ func TestServeCommandGracefulShutdown(t *testing.T) {
 	}
 	req, _ = http.NewRequest("POST", url+"/v1/completions", strings.NewReader(`{"prompt":"a","max_tokens":400,"ignore_eos":true,"stream":true}`))
 	req.Header.Set("Authorization", "Bearer k")
+	req.Header.Set("Content-Type", "application/json")
 	resp, err = http.DefaultClient.Do(req)
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("stream: %v %v", err, resp)
@@ -218,5 +219,35 @@ func TestServeDefaultMaxTokens(t *testing.T) {
 			}
 		}
 		stop()
+	}
+}
+
+// --allowed-hosts adds host names to IP addresses and localhost (issue 17 row 6): the Host
+// header must name one of them, and --host's name counts.
+func TestServeCommandAllowedHosts(t *testing.T) {
+	c, _ := testmodel.Preset("tiny")
+	model := filepath.Join(t.TempDir(), "m.gguf")
+	if err := testmodel.Write(model, c); err != nil {
+		t.Fatal(err)
+	}
+	url, stop := serveFor(t, "-m", model, "--host", "localhost", "--allowed-hosts", "a.lan, b.lan", "--allowed-hosts", "c.lan")
+	defer stop()
+	for host, want := range map[string]int{"a.lan": 200, "b.lan:1234": 200, "C.LAN": 200, "localhost": 200, "127.0.0.1": 200, "d.lan": 403, "lan": 403} {
+		req, _ := http.NewRequest("GET", url+"/health", nil)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("Host %s: %d (want %d)", host, resp.StatusCode, want)
+		}
+	}
+	if got := allowedHosts("0.0.0.0", nil); got != nil {
+		t.Errorf("--host 0.0.0.0 adds %q", got)
+	}
+	if got := allowedHosts("my.box", []string{"x,,y"}); strings.Join(got, " ") != "x y my.box" {
+		t.Errorf("allowedHosts: %q", got)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 
@@ -20,8 +21,21 @@ func cmdTokenize(args []string, stdout, stderr io.Writer) error {
 	if err := parseModelFlags(fs, args, model, stderr); err != nil {
 		return err
 	}
-	if *text == "" && *file == "" {
+	// Only a missing -p or -f is a usage error: -p '' is a text, with no tokens.
+	given, fileGiven := false, false
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "p", "prompt":
+			given = true
+		case "f":
+			given, fileGiven = true, true
+		}
+	})
+	switch {
+	case !given:
 		return usageError(fs, stderr, "no text: use -p TEXT or -f FILE")
+	case fileGiven && *file == "":
+		return usageError(fs, stderr, "-f names no file")
 	}
 	input, err := promptText(fs, stderr, *text, *file)
 	if err != nil {

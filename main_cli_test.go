@@ -262,6 +262,26 @@ func TestCLITokenizeNoText(t *testing.T) {
 	}
 }
 
+// Issue 17 row 10: an explicitly empty text is valid and has no tokens (only a missing -p or
+// -f is a usage error).
+func TestCLITokenizeEmptyText(t *testing.T) {
+	tiny := tinyFile(t)
+	if code, out, errs := gorun("tokenize", "-m", tiny, "-p", "", "--ids"); code != 0 || out != "[]\n" || errs != "" {
+		t.Errorf("-p '' --ids: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	if code, out, errs := gorun("tokenize", "-m", tiny, "-p", ""); code != 0 || out != "" || errs != "" {
+		t.Errorf("-p '': exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	empty := filepath.Join(t.TempDir(), "empty.txt")
+	os.WriteFile(empty, nil, 0o644)
+	if code, out, errs := gorun("tokenize", "-m", tiny, "-f", empty, "--ids"); code != 0 || out != "[]\n" || errs != "" {
+		t.Errorf("-f EMPTY --ids: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	if code, _, errs := gorun("tokenize", "-m", tiny, "-f", ""); code != 2 || !strings.Contains(errs, "-f names no file") {
+		t.Errorf("-f '': exit %d, stderr %q", code, errs)
+	}
+}
+
 // Row "random-model -o existing.gguf": refused unless -f/--force.
 func TestCLIRandomModelOverwrite(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "m.gguf")

@@ -151,7 +151,7 @@ func (e *sse) send(v any) error {
 
 // writeTimeout bounds each write to a client: one that stops reading loses its stream (and
 // frees its slot) instead of holding it, and slowing the batch, forever.
-const writeTimeout = 30 * time.Second
+var writeTimeout = 30 * time.Second
 
 func (e *sse) raw(b []byte) error {
 	e.start()

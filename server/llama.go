@@ -2,7 +2,10 @@ package server
 
 import (
 	"encoding/json"
+	"fmt"
+	"math"
 	"net/http"
+	"strconv"
 	"unicode/utf8"
 
 	"github.com/gorun-dev/gorun/llm"
@@ -34,30 +37,78 @@ func (s *Server) tokenize(w http.ResponseWriter, r *http.Request) {
 	} else {
 		ids = tok.Encode(*req.Content)
 	}
+	limit := s.maxResponse()
 	if !req.WithPieces {
+		size := len(`{"tokens":[]}`)
+		for _, id := range ids {
+			size += len(strconv.Itoa(int(id))) + 1
+		}
+		if size > limit {
+			writeError(w, responseTooLarge("content", "the tokens of the text", size, limit))
+			return
+		}
 		if ids == nil {
 			ids = []int32{}
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"tokens": ids})
 		return
 	}
+	// Encoded piece by piece, to stop at the limit before the response is all made: each
+	// token's piece can be many times the bytes of its text.
 	type piece struct {
 		ID    int32 `json:"id"`
 		Piece any   `json:"piece"` // a string, or the bytes when they are not valid UTF-8
 	}
-	out := make([]piece, len(ids))
+	b := append(make([]byte, 0, 1024), `{"tokens":[`...)
 	for i, id := range ids {
-		b := tok.TokenBytes(id)
-		out[i] = piece{ID: id, Piece: string(b)}
-		if !utf8.Valid(b) {
-			ints := make([]int, len(b))
-			for j, c := range b {
+		tb := tok.TokenBytes(id)
+		p := piece{ID: id, Piece: string(tb)}
+		if !utf8.Valid(tb) {
+			ints := make([]int, len(tb))
+			for j, c := range tb {
 				ints[j] = int(c)
 			}
-			out[i].Piece = ints
+			p.Piece = ints
+		}
+		pb, _ := json.Marshal(p) // ints and strings: it cannot fail
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if b = append(b, pb...); len(b) > limit {
+			writeError(w, responseTooLarge("content", "the pieces of the text", len(b), limit))
+			return
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"tokens": out})
+	writeBody(w, http.StatusOK, append(b, "]}\n"...))
+}
+
+// maxResponse bounds the answers of /tokenize and /detokenize: twice the largest request
+// body, so that a request cannot make the server build and send many times its size.
+func (s *Server) maxResponse() int {
+	return int(min(2*s.cfg.MaxBodyBytes, math.MaxInt32))
+}
+
+func responseTooLarge(param, what string, size, limit int) *apiError {
+	return &apiError{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: param, Code: "response_too_large",
+		Message: fmt.Sprintf("%s would take about %d bytes of JSON, over the limit of %d (twice the largest request body): send less at a time", what, size, limit)}
+}
+
+// jsonStringSize bounds the size of s encoded as a JSON string by encoding/json, which
+// escapes <, > and & as \u003c..., and an invalid byte as \ufffd (exact but for \b, \f and
+// a real U+FFFD, counted as six bytes).
+func jsonStringSize(s string) int {
+	n := 2
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\' || r == '\n' || r == '\r' || r == '\t':
+			n += 2
+		case r < 0x20 || r == '<' || r == '>' || r == '&' || r == utf8.RuneError || r == 0x2028 || r == 0x2029:
+			n += 6
+		default:
+			n += utf8.RuneLen(r)
+		}
+	}
+	return n
 }
 
 func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) {
@@ -68,14 +119,26 @@ func (s *Server) detokenize(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	V := int32(s.model.Tokenizer().VocabSize())
+	tok := s.model.Tokenizer()
+	V := int32(tok.VocabSize())
+	limit := s.maxResponse()
+	size := 0 // the text's bytes: checked before decoding it
 	for _, id := range req.Tokens {
 		if id < 0 || id >= V {
 			writeError(w, badRequest("tokens", "token id %d is outside the vocabulary of %d", id, V))
 			return
 		}
+		if size += len(tok.TokenBytes(id)); size > limit {
+			writeError(w, responseTooLarge("tokens", "the text of the tokens", size, limit))
+			return
+		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"content": s.model.Tokenizer().Decode(req.Tokens)})
+	text := tok.Decode(req.Tokens)
+	if size := jsonStringSize(text); size > limit {
+		writeError(w, responseTooLarge("tokens", "the text of the tokens", size, limit))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"content": text})
 }
 
 // llamaCompletionRequest is llama-server's POST /completion body (the options gorun has).
@@ -148,7 +211,8 @@ func (s *Server) llamaCompletion(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	defer s.pool.release(sl)
+	release := s.pool.hold(sl)
+	defer release()
 	var stream *sse
 	if req.Stream {
 		stream = newSSE(w)
@@ -182,6 +246,7 @@ func (s *Server) llamaCompletion(w http.ResponseWriter, r *http.Request) {
 	}
 	res := llamaCompletionResponse{Content: string(content), Tokens: tokens, Stop: true, Model: s.name,
 		TokensPredicted: st.Tokens, TokensEvaluated: st.PromptTokens, TokensCached: sl.cached, StoppingWord: st.StopString}
+	release() // generation is over: the slot is not held while the answer is written
 	if res.Tokens == nil {
 		res.Tokens = []int32{}
 	}

@@ -112,7 +112,8 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	defer s.pool.release(sl)
+	release := s.pool.hold(sl)
+	defer release()
 	var u usage
 	var stream *sse
 	if req.Stream {
@@ -217,6 +218,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 			resp.Choices = append(resp.Choices, completionChoice{Text: text.String(), Index: index, Logprobs: lp, FinishReason: &fr})
 		}
 	}
+	release() // generation is over: the slot is not held while the answer is written
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	if stream != nil {
 		if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
@@ -354,7 +356,7 @@ func (s *Server) chatPrompt(msgs []chatMessage) (string, *apiError) {
 		switch m.Role {
 		case "system", "developer", "user", "assistant":
 		default:
-			return "", badRequest("messages", "messages[%d].role = %q (want system, developer, user or assistant)", i, m.Role)
+			return "", badRequest("messages", "messages[%d].role = %s (want system, developer, user or assistant)", i, quote(m.Role))
 		}
 		text, ok := messageText(m.Content)
 		if !ok {
@@ -453,7 +455,8 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	defer s.pool.release(sl)
+	release := s.pool.hold(sl)
+	defer release()
 	u := usage{PromptTokens: len(prompt)}
 	for j := range n {
 		var content strings.Builder
@@ -520,6 +523,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		c := content.String()
 		resp.Choices = append(resp.Choices, chatChoice{Index: j, Message: &chatOut{Role: "assistant", Content: &c}, Logprobs: lp, FinishReason: &fr})
 	}
+	release() // generation is over: the slot is not held while the answer is written
 	u.TotalTokens = u.PromptTokens + u.CompletionTokens
 	if stream != nil {
 		if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"math"
 	"net/http"
-	"strconv"
-	"strings"
 
 	"github.com/gorun-dev/gorun/llm"
 )
@@ -59,13 +57,13 @@ func (p *sampling) penaltiesAndBias(so *llm.SampleOptions, vocab int) *apiError 
 	if len(p.LogitBias) > 1024 {
 		return badRequest("logit_bias", "logit_bias has %d entries (at most 1024)", len(p.LogitBias))
 	}
+	if e := checkBiasKeys(p.LogitBias, vocab); e != nil {
+		return e
+	}
 	for k, v := range p.LogitBias {
-		id, err := strconv.ParseInt(strings.TrimSpace(k), 10, 32)
-		if err != nil || id < 0 || id >= int64(vocab) {
-			return badRequest("logit_bias", "logit_bias key %q is not a token id of the vocabulary of %d", k, vocab)
-		}
+		id, _ := canonicalID(k, vocab)
 		if math.IsNaN(v) || v < -100 || v > 100 {
-			return badRequest("logit_bias", "logit_bias[%s] = %v is outside [-100, 100]", k, v)
+			return badRequest("logit_bias", "logit_bias[%s] = %v is outside [-100, 100]", quote(k), v)
 		}
 		if so.LogitBias == nil {
 			so.LogitBias = map[int32]float32{}
@@ -77,6 +75,33 @@ func (p *sampling) penaltiesAndBias(so *llm.SampleOptions, vocab int) *apiError 
 		so.LogitBias[int32(id)] = b
 	}
 	return nil
+}
+
+// checkBiasKeys accepts logit_bias keys that are token ids written as OpenAI's tokenizer
+// writes them: decimal digits, no sign, spaces or leading zero ("+5", " 5 " and "05" would
+// each be a second spelling of token 5).
+func checkBiasKeys(bias map[string]float64, vocab int) *apiError {
+	for k := range bias {
+		if _, ok := canonicalID(k, vocab); !ok {
+			return badRequest("logit_bias", "logit_bias key %s is not a token id of the vocabulary of %d (decimal digits, no sign, spaces or leading zero)", quote(k), vocab)
+		}
+	}
+	return nil
+}
+
+// canonicalID reads a token id in canonical decimal, below vocab.
+func canonicalID(k string, vocab int) (int, bool) {
+	if k == "" || len(k) > 10 || len(k) > 1 && k[0] == '0' {
+		return 0, false
+	}
+	id := 0
+	for i := 0; i < len(k); i++ {
+		if k[i] < '0' || k[i] > '9' {
+			return 0, false
+		}
+		id = id*10 + int(k[i]-'0') // at most 10 digits: no overflow
+	}
+	return id, id < vocab
 }
 
 func (p *sampling) libOptions(maxTokens int) (llm.GenerateOptions, *apiError) {
@@ -208,13 +233,14 @@ func (s *Server) maxTokens(name string, v *int, llamaStyle bool) (int, *apiError
 	return *v, nil
 }
 
-// choiceCount checks n against the number of prompts.
+// choiceCount checks n against the number of prompts (at least 1): n times it must be at
+// most MaxChoices, compared by division, as the product of client counts can overflow.
 func (s *Server) choiceCount(n *int, prompts int) (int, *apiError) {
 	k := 1
 	if n != nil {
 		k = *n
 	}
-	if k < 1 || k*prompts > s.cfg.MaxChoices {
+	if k < 1 || prompts < 1 || k > s.cfg.MaxChoices/prompts {
 		return 0, badRequest("n", "n = %d with %d prompt(s): want 1 to %d choices in all", k, prompts, s.cfg.MaxChoices)
 	}
 	return k, nil
@@ -256,6 +282,10 @@ func (s *Server) parsePrompt(raw json.RawMessage, many bool) ([][]int32, []strin
 		ids = manyIDs
 	default:
 		return nil, nil, badRequest("prompt", "prompt must be a string, an array of token ids, or a non-empty array of those")
+	}
+	if n := max(len(texts), len(ids)); n > s.cfg.MaxChoices {
+		// Each prompt is at least one choice: refused before tokenizing them all.
+		return nil, nil, badRequest("prompt", "%d prompts (at most %d choices in all)", n, s.cfg.MaxChoices)
 	}
 	V := int32(tok.VocabSize())
 	if texts != nil {

@@ -114,6 +114,19 @@ func (p *pool) release(s *slot) {
 	p.mu.Unlock()
 }
 
+// hold returns the function that gives a slot back, once however often it is called: a
+// handler calls it as soon as its generations end, before writing its answer (a client slow
+// to read it must not keep the slot from other requests), and defers it for early returns.
+func (p *pool) hold(s *slot) (release func()) {
+	done := false
+	return func() {
+		if !done {
+			done = true
+			p.release(s)
+		}
+	}
+}
+
 func (p *pool) close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()

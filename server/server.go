@@ -7,7 +7,12 @@
 // finds every slot busy waits in a bounded queue, and gets 503 when the queue is full. A
 // slot keeps its context after a request, and the next request whose prompt begins the same
 // way reuses the cached prefix. A client that disconnects cancels its generation, which stops
-// before its next token and frees the slot.
+// before its next token and frees the slot; a slot is given back before the answer is
+// written, and every answer is written under a deadline.
+//
+// Web pages cannot drive the server: the Host header must name it (Config.AllowedHosts),
+// JSON bodies need Content-Type application/json, and without an API key a request from a
+// page of another origin is refused.
 package server
 
 import (
@@ -19,10 +24,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
+	"net"
 	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
 	"strings"
 	"text/template"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gorun-dev/gorun/llm"
 )
@@ -64,6 +75,10 @@ type Config struct {
 	MaxBodyBytes int64
 	// MaxChoices bounds n times the number of prompts of one request (default 16).
 	MaxChoices int
+	// AllowedHosts are the host names, besides IP addresses and localhost, that requests may
+	// name in their Host header, and whose pages may send requests (their Origin); "*" accepts
+	// any. A web page that resolves its own name to this server (DNS rebinding) is refused.
+	AllowedHosts []string
 }
 
 // Server serves one model over HTTP. It is an http.Handler.
@@ -76,6 +91,8 @@ type Server struct {
 	pool    *pool
 	mux     *http.ServeMux
 	created int64
+	hosts   map[string]bool // AllowedHosts, lower-case
+	anyHost bool            // AllowedHosts has "*"
 }
 
 // New makes a server and the sessions of its slots.
@@ -110,7 +127,18 @@ func New(cfg Config) (*Server, error) {
 	if cfg.DefaultMaxTokens < 0 {
 		cfg.DefaultMaxTokens = llm.NoLimit
 	}
-	s := &Server{cfg: cfg, model: cfg.Model, name: cfg.ModelName, created: time.Now().Unix()}
+	s := &Server{cfg: cfg, model: cfg.Model, name: cfg.ModelName, created: time.Now().Unix(), hosts: map[string]bool{}}
+	for _, h := range cfg.AllowedHosts {
+		if h == "*" {
+			s.anyHost = true
+			continue
+		}
+		name := hostName(h)
+		if name == "" || strings.ContainsAny(name, "/ ") {
+			return nil, fmt.Errorf("server: allowed host %q is not a host name", h)
+		}
+		s.hosts[name] = true
+	}
 	tmpl := cfg.ChatTemplate
 	s.stops = cfg.ChatStop
 	if tmpl == "" {
@@ -164,10 +192,10 @@ func (s *Server) routes() {
 		switch r.URL.Path {
 		case "/v1/completions", "/completions", "/v1/chat/completions", "/chat/completions", "/completion", "/tokenize", "/detokenize":
 			w.Header().Set("Allow", "POST")
-			writeError(w, &apiError{Status: http.StatusMethodNotAllowed, Message: fmt.Sprintf("%s takes POST, not %s", r.URL.Path, r.Method), Type: "invalid_request_error"})
+			writeError(w, &apiError{Status: http.StatusMethodNotAllowed, Message: fmt.Sprintf("%s takes POST, not %s", r.URL.Path, quote(r.Method)), Type: "invalid_request_error"})
 			return
 		}
-		writeError(w, &apiError{Status: http.StatusNotFound, Message: fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path), Type: "not_found_error"})
+		writeError(w, &apiError{Status: http.StatusNotFound, Message: fmt.Sprintf("no endpoint %s %s", quote(r.Method), quote(r.URL.Path)), Type: "not_found_error"})
 	})
 	s.mux = m
 }
@@ -182,7 +210,59 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, &apiError{Status: 500, Message: fmt.Sprintf("internal error: %v", v), Type: "server_error"})
 		}
 	}()
+	// No write deadline until the response is written: an earlier response on this connection
+	// left its own, and a generation may take longer.
+	http.NewResponseController(w).SetWriteDeadline(time.Time{})
+	if e := s.checkOrigin(r); e != nil {
+		writeError(w, e)
+		return
+	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// checkOrigin refuses requests a web page made the browser send here: one naming another host
+// (DNS rebinding: a page whose name resolves to this server reads its answers) and, without an
+// API key, one from a page of another origin (it could not read the answer, but could make the
+// server generate). Host: any IP address, localhost and *.localhost, the allowed hosts; a
+// missing Host (HTTP/1.0, no browser) passes. Origin, when sent: this server itself (the same
+// host and port as Host), or an allowed host.
+func (s *Server) checkOrigin(r *http.Request) *apiError {
+	if s.anyHost {
+		return nil
+	}
+	if host := hostName(r.Host); host != "" && !s.knownHost(host) {
+		return &apiError{Status: http.StatusForbidden, Message: fmt.Sprintf("the host %s is not this server's (allow it with --allowed-hosts)", quote(r.Host)), Type: "invalid_request_error", Code: "host_not_allowed"}
+	}
+	origin, sent := r.Header["Origin"]
+	if !sent || s.cfg.APIKey != "" {
+		return nil
+	}
+	if len(origin) == 1 {
+		if u, err := url.Parse(origin[0]); err == nil && u.Host != "" && (strings.EqualFold(u.Host, r.Host) || s.hosts[hostName(u.Host)]) {
+			return nil
+		}
+	}
+	return &apiError{Status: http.StatusForbidden, Message: fmt.Sprintf("requests from the web page %s are refused (allow its host with --allowed-hosts, or set an API key)", quote(strings.Join(origin, ", "))), Type: "invalid_request_error", Code: "origin_not_allowed"}
+}
+
+// knownHost says whether a Host header's name (hostName's form) names this server. An IP
+// address cannot be a rebinding attack: a page of that origin is served from that address.
+func (s *Server) knownHost(name string) bool {
+	if _, err := netip.ParseAddr(name); err == nil {
+		return true
+	}
+	return name == "localhost" || strings.HasSuffix(name, ".localhost") || s.hosts[name]
+}
+
+// hostName is a Host header's (or an Origin's host's) name: without the port and the
+// brackets of an IPv6 address, lower-case, without a final dot.
+func hostName(hostport string) string {
+	h := hostport
+	if host, _, err := net.SplitHostPort(hostport); err == nil {
+		h = host
+	}
+	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
+	return strings.TrimSuffix(strings.ToLower(h), ".")
 }
 
 func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
@@ -222,7 +302,7 @@ func (s *Server) checkModel(name string) *apiError {
 	if name == "" || name == s.name {
 		return nil
 	}
-	return &apiError{Status: http.StatusBadRequest, Message: fmt.Sprintf("the model %q does not exist (this server has %q)", name, s.name), Type: "invalid_request_error", Param: "model", Code: "model_not_found"}
+	return &apiError{Status: http.StatusBadRequest, Message: fmt.Sprintf("the model %s does not exist (this server has %q)", quote(name), s.name), Type: "invalid_request_error", Param: "model", Code: "model_not_found"}
 }
 
 // apiError is an error response in OpenAI's format.
@@ -256,7 +336,35 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	if e.Type == "" {
 		e.Type = "invalid_request_error"
 	}
+	// Messages quote client input clipped (quote); this bounds any that would not.
+	e.Message = clip(e.Message, maxMessage)
 	writeJSON(w, e.Status, e.body())
+}
+
+// maxQuote bounds the bytes of client input an error message quotes; maxMessage bounds a
+// message.
+const (
+	maxQuote   = 100
+	maxMessage = 1024
+)
+
+// quote is s quoted, at most its first maxQuote bytes (an error must not echo a 3 MB field).
+func quote(s string) string {
+	if len(s) <= maxQuote {
+		return strconv.Quote(s)
+	}
+	return strconv.Quote(clip(s, maxQuote)) + fmt.Sprintf(" (%d bytes)", len(s))
+}
+
+// clip is at most the first n bytes of s, cut at a character boundary, marked "..." if cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -265,17 +373,32 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		status = 500
 		b = []byte(`{"error":{"message":"encoding the response failed","type":"server_error","param":null,"code":null}}`)
 	}
+	writeBody(w, status, append(b, '\n'))
+}
+
+// writeBody writes a JSON response under a write deadline: writeTimeout, and a second more
+// per 64 KiB, so that a client that stops reading ends its request instead of holding its
+// connection and goroutine (and, before, its slot) forever. The deadline stays for the
+// server's final flush; the next request on the connection clears it (ServeHTTP).
+func writeBody(w http.ResponseWriter, status int, b []byte) {
+	http.NewResponseController(w).SetWriteDeadline(time.Now().Add(writeTimeout + time.Duration(len(b)>>16)*time.Second))
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
 	w.WriteHeader(status)
-	w.Write(append(b, '\n'))
+	w.Write(b)
 }
 
 // bodyTimeout bounds the reading of a request body.
 const bodyTimeout = time.Minute
 
-// decode reads a JSON request body into v (whatever the Content-Type, as llama-server does),
-// refusing unknown fields, trailing data and bodies over the limit.
+// decode reads a JSON request body into v, refusing another Content-Type than
+// application/json (a web page can send text/plain or a form to any server without asking
+// it; JSON needs the server's consent, which gorun never gives), unknown fields, trailing
+// data and bodies over the limit.
 func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) *apiError {
+	if e := checkJSONType(r.Header.Get("Content-Type")); e != nil {
+		return e
+	}
 	// A slow client gets a minute to send its body (no server-wide ReadTimeout: its deadline
 	// would outlive the body and cancel long generations).
 	rc := http.NewResponseController(w)
@@ -305,16 +428,30 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) *apiError
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) && te.Field != "" {
 		field := strings.TrimPrefix(te.Field, "sampling.")
-		return badRequest(field, "invalid JSON: %s must be %s, not %s", field, jsonType(te.Type.Kind().String()), te.Value)
+		return badRequest(clip(field, maxQuote), "invalid JSON: %s must be %s, not %s", clip(field, maxQuote), jsonType(te.Type.Kind().String()), clip(te.Value, maxQuote))
 	}
 	if strings.HasPrefix(err.Error(), "json: unknown field") {
 		field := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-		return badRequest(field, "unsupported parameter %q", field)
+		return badRequest(clip(field, maxQuote), "unsupported parameter %s", quote(field))
 	}
 	if errors.Is(err, context.Canceled) {
 		return &apiError{Status: http.StatusBadRequest, Message: "request cancelled", Type: "invalid_request_error"}
 	}
-	return badRequest("", "invalid JSON body: %v", err)
+	return badRequest("", "invalid JSON body: %s", clip(err.Error(), 2*maxQuote))
+}
+
+// checkJSONType accepts a Content-Type of application/json, with a charset only of UTF-8.
+func checkJSONType(ct string) *apiError {
+	mt, params, err := mime.ParseMediaType(ct)
+	if err == nil && mt == "application/json" && (params["charset"] == "" || strings.EqualFold(params["charset"], "utf-8")) {
+		return nil
+	}
+	if ct == "" {
+		ct = "none"
+	} else {
+		ct = quote(ct)
+	}
+	return &apiError{Status: http.StatusUnsupportedMediaType, Message: fmt.Sprintf("the body must be JSON, sent with Content-Type: application/json (not %s)", ct), Type: "invalid_request_error"}
 }
 
 func jsonType(kind string) string {

@@ -622,6 +622,7 @@ func streamFirst(t testing.TB, url, body string) (cancel func(), rest func() str
 	t.Helper()
 	ctx, cancelCtx := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, "POST", url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -724,6 +725,7 @@ func TestServeCancelAndQueue(t *testing.T) {
 	ctx, giveUp := context.WithCancel(context.Background())
 	go func() {
 		req, _ := http.NewRequestWithContext(ctx, "POST", url+"/v1/completions", strings.NewReader(`{"prompt":"x"}`))
+		req.Header.Set("Content-Type", "application/json")
 		if resp, err := http.DefaultClient.Do(req); err == nil {
 			resp.Body.Close()
 		}
@@ -1018,7 +1020,10 @@ func FuzzServeRequest(f *testing.F) {
 			return
 		}
 		w := httptest.NewRecorder()
-		s.ServeHTTP(w, httptest.NewRequest("POST", path, strings.NewReader(body)))
+		req := httptest.NewRequest("POST", path, strings.NewReader(body))
+		req.Host = "127.0.0.1:8080"
+		req.Header.Set("Content-Type", "application/json")
+		s.ServeHTTP(w, req)
 		ct := w.Header().Get("Content-Type")
 		if w.Code >= 500 || (ct != "application/json" && ct != "text/event-stream") {
 			t.Fatalf("%s %q: %d %s %s", path, body, w.Code, ct, w.Body.String())
