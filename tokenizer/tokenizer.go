@@ -19,7 +19,6 @@ import (
 	"math"
 	"os"
 	"slices"
-	"sort"
 	"strings"
 )
 
@@ -47,10 +46,7 @@ type BPE struct {
 	merges  map[uint64]uint64
 	byteTok [256]int32 // id of the token for each single byte, or -1
 
-	specials     []int32 // special ids, longest text first
-	specialFirst [256]bool
-	specialByte  int // the single first byte of all specials, or -1
-	matcher      *specialMatcher
+	specials specialSet
 
 	eos     int32
 	special Special // from the file's metadata (FromGGUF); EOS alone for New
@@ -80,18 +76,18 @@ func New(tokens []string, merges []string, types []int32) (*BPE, error) {
 		return nil, fmt.Errorf("tokenizer: %d token types for %d tokens", len(types), n)
 	}
 	t := &BPE{
-		tokens:      slices.Clone(tokens),
-		pieces:      make([]string, n),
-		types:       make([]int32, n),
-		vocab:       make(map[string]int32, n),
-		merges:      make(map[uint64]uint64, min(len(merges), n)), // a merge that applies makes a token
-		specialByte: -1,
-		eos:         -1,
-		special:     noSpecial(),
+		tokens:  slices.Clone(tokens),
+		pieces:  make([]string, n),
+		types:   make([]int32, n),
+		vocab:   make(map[string]int32, n),
+		merges:  make(map[uint64]uint64, min(len(merges), n)), // a merge that applies makes a token
+		eos:     -1,
+		special: noSpecial(),
 	}
 	for i := range t.byteTok {
 		t.byteTok[i] = -1
 	}
+	var specials []int32
 	for i, tok := range tokens {
 		typ := TypeNormal
 		if types != nil {
@@ -105,7 +101,7 @@ func New(tokens []string, merges []string, types []int32) (*BPE, error) {
 		case TypeControl, TypeUserDefined:
 			t.pieces[i] = tok
 			if tok != "" {
-				t.specials = append(t.specials, int32(i))
+				specials = append(specials, int32(i))
 			}
 		case TypeByte:
 			if b, ok := parseByteToken(tok); ok {
@@ -120,7 +116,7 @@ func New(tokens []string, merges []string, types []int32) (*BPE, error) {
 	if id, ok := t.vocab[EndOfText]; ok {
 		t.eos = id
 		if typ := t.types[id]; typ != TypeControl && typ != TypeUserDefined {
-			t.specials = append(t.specials, id)
+			specials = append(specials, id)
 		}
 	}
 
@@ -156,24 +152,7 @@ func New(tokens []string, merges []string, types []int32) (*BPE, error) {
 		}
 	}
 
-	// Longest special first, so that a longer token wins over its prefix.
-	sort.SliceStable(t.specials, func(i, j int) bool {
-		return len(t.tokens[t.specials[i]]) > len(t.tokens[t.specials[j]])
-	})
-	for _, id := range t.specials {
-		c := t.tokens[id][0]
-		t.specialFirst[c] = true
-		switch t.specialByte {
-		case -1:
-			t.specialByte = int(c)
-		case int(c):
-		default:
-			t.specialByte = -2
-		}
-	}
-	if len(t.specials) > 0 {
-		t.matcher = newSpecialMatcher(t.tokens, t.specials)
-	}
+	t.specials = newSpecialSet(t.tokens, specials)
 	t.cache.m = make(map[string][]int32)
 	return t, nil
 }
@@ -321,56 +300,12 @@ func (t *BPE) EncodeOrdinary(text string) []int32 {
 // AppendEncode appends the encoding of text (as Encode) to dst and returns the
 // extended slice.
 func (t *BPE) AppendEncode(dst []int32, text string) []int32 {
-	if len(t.specials) == 0 {
-		return t.appendOrdinary(dst, text)
-	}
-	// best[i-winStart] is the longest special at i, for i in [winStart, winStart+len(best)).
-	var best []int32
-	winStart := 0
-	start := 0
-	for i := 0; i < len(text); {
-		if t.specialByte >= 0 {
-			k := strings.IndexByte(text[i:], byte(t.specialByte))
-			if k < 0 {
-				break
-			}
-			i += k
-		} else if !t.specialFirst[text[i]] {
-			i++
-			continue
-		}
-		if i >= winStart+len(best) {
-			if best == nil {
-				best = make([]int32, min(t.matcher.window(), len(text)))
-			}
-			winStart = i
-			n := min(len(best), len(text)-i)
-			best = best[:n]
-			t.matcher.fill(best, text, i)
-		}
-		id := best[i-winStart]
-		if id < 0 {
-			i++
-			continue
-		}
-		dst = t.appendOrdinary(dst, text[start:i])
-		dst = append(dst, id)
-		i += len(t.tokens[id])
-		start = i
-	}
-	return t.appendOrdinary(dst, text[start:])
+	return t.specials.appendSplit(dst, text, t.appendOrdinary)
 }
 
 // matchSpecial returns the longest special token that s starts with (by trying each: the
 // reference the matcher is tested against).
-func (t *BPE) matchSpecial(s string) (int32, bool) {
-	for _, id := range t.specials {
-		if strings.HasPrefix(s, t.tokens[id]) {
-			return id, true
-		}
-	}
-	return 0, false
-}
+func (t *BPE) matchSpecial(s string) (int32, bool) { return t.specials.match(s) }
 
 func (t *BPE) appendOrdinary(dst []int32, text string) []int32 {
 	for i := 0; i < len(text); {
