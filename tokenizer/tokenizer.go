@@ -46,7 +46,11 @@ type BPE struct {
 	merges  map[uint64]uint64
 	byteTok [256]int32 // id of the token for each single byte, or -1
 
-	specials specialSet
+	specials    specialSet // control and user-defined tokens, and "<|endoftext|>"
+	userDefined specialSet // user-defined tokens alone: matched by EncodeOrdinary too
+
+	pre          preTokenizer // tokenizer.ggml.pre's (pretokenizers.go)
+	ignoreMerges bool         // a pre-token that is a normal token is emitted whole
 
 	eos     int32
 	special Special // from the file's metadata (FromGGUF); EOS alone for New
@@ -65,6 +69,16 @@ func pairKey(a, b int32) uint64 { return uint64(uint32(a))<<32 | uint64(uint32(b
 // matches in the input text. A merge whose two parts or whose result is not in
 // the vocabulary can never apply and is ignored.
 func New(tokens []string, merges []string, types []int32) (*BPE, error) {
+	return NewWithPre("gpt-2", tokens, merges, types)
+}
+
+// NewWithPre is New with the pre-tokenizer named by pre, a tokenizer.ggml.pre value that
+// llama.cpp knows ("gpt-2", "llama-bpe", "qwen2", "smollm", "default", ...; "" is GPT-2's).
+func NewWithPre(pre string, tokens []string, merges []string, types []int32) (*BPE, error) {
+	pt, ok := bpePreTokenizers[pre]
+	if !ok {
+		return nil, fmt.Errorf("tokenizer: pre-tokenizer %q is not supported; supported: %s", pre, strings.Join(supportedPre(), ", "))
+	}
 	n := len(tokens)
 	if n == 0 {
 		return nil, errors.New("tokenizer: empty vocabulary")
@@ -83,11 +97,14 @@ func New(tokens []string, merges []string, types []int32) (*BPE, error) {
 		merges:  make(map[uint64]uint64, min(len(merges), n)), // a merge that applies makes a token
 		eos:     -1,
 		special: noSpecial(),
+
+		pre:          pt.pre,
+		ignoreMerges: pt.ignoreMerges,
 	}
 	for i := range t.byteTok {
 		t.byteTok[i] = -1
 	}
-	var specials []int32
+	var specials, userDefined []int32
 	for i, tok := range tokens {
 		typ := TypeNormal
 		if types != nil {
@@ -102,6 +119,9 @@ func New(tokens []string, merges []string, types []int32) (*BPE, error) {
 			t.pieces[i] = tok
 			if tok != "" {
 				specials = append(specials, int32(i))
+				if typ == TypeUserDefined {
+					userDefined = append(userDefined, int32(i))
+				}
 			}
 		case TypeByte:
 			if b, ok := parseByteToken(tok); ok {
@@ -153,6 +173,7 @@ func New(tokens []string, merges []string, types []int32) (*BPE, error) {
 	}
 
 	t.specials = newSpecialSet(t.tokens, specials)
+	t.userDefined = newSpecialSet(t.tokens, userDefined)
 	t.cache.m = make(map[string][]int32)
 	return t, nil
 }
@@ -291,10 +312,11 @@ func (t *BPE) Encode(text string) []int32 {
 	return t.AppendEncode(make([]int32, 0, len(text)/4+1), text)
 }
 
-// EncodeOrdinary tokenizes text without matching special tokens:
-// "<|endoftext|>" in text is encoded as ordinary characters.
+// EncodeOrdinary tokenizes text without matching control tokens: "<|endoftext|>" in text is
+// encoded as ordinary characters. User-defined tokens are still matched, as llama.cpp and
+// Hugging Face match them in any text.
 func (t *BPE) EncodeOrdinary(text string) []int32 {
-	return t.appendOrdinary(make([]int32, 0, len(text)/4+1), text)
+	return t.userDefined.appendSplit(make([]int32, 0, len(text)/4+1), text, t.appendOrdinary)
 }
 
 // AppendEncode appends the encoding of text (as Encode) to dst and returns the
@@ -308,10 +330,14 @@ func (t *BPE) AppendEncode(dst []int32, text string) []int32 {
 func (t *BPE) matchSpecial(s string) (int32, bool) { return t.specials.match(s) }
 
 func (t *BPE) appendOrdinary(dst []int32, text string) []int32 {
-	for i := 0; i < len(text); {
-		j := pretokenEnd(text, i)
-		dst = t.appendWord(dst, text[i:j])
-		i = j
+	if t.pre == nil {
+		for i := 0; i < len(text); {
+			j := pretokenEnd(text, i)
+			dst = t.appendWord(dst, text[i:j])
+			i = j
+		}
+		return dst
 	}
+	t.pre.each(text, func(w string) { dst = t.appendWord(dst, w) })
 	return dst
 }
