@@ -2,8 +2,10 @@
 // carry. Each kind of vocabulary (tokenizer.ggml.model) is an implementation of the Tokenizer
 // interface that registers itself (registry.go); the rest of gorun names only the interface.
 //
-// BPE implements GPT-2's byte-level BPE ("gpt2"), producing the same ids as Hugging Face's
-// GPT-2 tokenizer (and llama.cpp's "gpt-2" BPE vocabulary). Its encoding splits the text on special tokens, splits each remaining piece with
+// SPM implements SentencePiece vocabularies ("llama"; spm.go). BPE implements byte-level BPE
+// ("gpt2") with the pre-tokenizer tokenizer.ggml.pre names (pretokenizers.go: GPT-2, Llama 3,
+// Qwen2, StarCoder/SmolLM, Falcon, DeepSeek Coder, llama.cpp's default), producing the same ids
+// as Hugging Face and llama.cpp. Its encoding splits the text on special tokens, splits each remaining piece with
 // the GPT-2 pre-tokenizer (see pretokenize.go), and runs BPE over the raw
 // bytes of each pre-token. Merges are kept as a table from a pair of token ids
 // to (rank, merged id), so encoding never builds the byte-mapped strings.
