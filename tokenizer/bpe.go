@@ -68,7 +68,9 @@ func (t *BPE) appendWord(dst []int32, w string) []int32 {
 		}
 	}
 	start := len(dst)
-	if len(w) <= smallWord {
+	if id, ok := t.wholeToken(w); ok {
+		dst = append(dst, id)
+	} else if len(w) <= smallWord {
 		dst = t.bpeSmall(dst, w)
 	} else {
 		dst = t.bpeHeap(dst, w)
@@ -77,6 +79,19 @@ func (t *BPE) appendWord(dst []int32, w string) []int32 {
 		t.cache.put(w, dst[start:])
 	}
 	return dst
+}
+
+// wholeToken returns the normal token that is all of w when the vocabulary ignores merges for
+// such pre-tokens (Llama 3's ignore_merges: merges need not rebuild every token).
+func (t *BPE) wholeToken(w string) (int32, bool) {
+	if !t.ignoreMerges {
+		return 0, false
+	}
+	id, ok := t.vocab[mapBytes(w)]
+	if !ok || t.types[id] == TypeControl || t.types[id] == TypeUserDefined {
+		return 0, false
+	}
+	return id, true
 }
 
 // bpeSmall merges a short word: at each step the adjacent pair with the lowest

@@ -114,8 +114,13 @@ func TestHFCases(t *testing.T) {
 // "\n__ggml_vocab_test__\n", so the newline before a separator is not part of
 // the input; each input has one line of space-separated ids in the .out file.
 func ggmlVocabTests(tb testing.TB) (inputs []string, want [][]int32) {
-	raw := string(readFixture(tb, "ggml-vocab-gpt-2.gguf.inp"))
-	out := string(readFixture(tb, "ggml-vocab-gpt-2.gguf.out"))
+	return ggmlVocabTestsOf(tb, "ggml-vocab-gpt-2.gguf")
+}
+
+// ggmlVocabTestsOf reads the .inp and .out files of the named vocabulary.
+func ggmlVocabTestsOf(tb testing.TB, vocab string) (inputs []string, want [][]int32) {
+	raw := string(readFixture(tb, vocab+".inp"))
+	out := string(readFixture(tb, vocab+".out"))
 	const sep = "\n__ggml_vocab_test__\n"
 	for pos := 0; pos < len(raw); {
 		k := strings.Index(raw[pos:], sep)

@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -141,4 +142,89 @@ func haveFixture(name string) bool {
 	}
 	_, err := os.Stat(p)
 	return err == nil
+}
+
+// spmFuzzVocab is a small SentencePiece vocabulary with byte fallback: every byte has its
+// <0xNN> token, a few merges, and control/user-defined tokens to match.
+func spmFuzzVocab(tb testing.TB) *SPM {
+	tokens := []string{"<unk>", "<s>", "</s>", "<|im_start|>"}
+	types := []int32{TypeUnknown, TypeControl, TypeControl, TypeUserDefined}
+	for b := range 256 {
+		tokens = append(tokens, fmt.Sprintf("<0x%02X>", b))
+		types = append(types, TypeByte)
+	}
+	words := []string{"▁", "h", "e", "l", "o", "▁h", "he", "ll", "llo", "▁hello", "▁w", "or", "▁wor", "ld", "▁world", "é", "▁▁", "中", "中文"}
+	var scores []float32
+	for range tokens {
+		scores = append(scores, 0)
+	}
+	for i, w := range words {
+		tokens = append(tokens, w)
+		types = append(types, TypeNormal)
+		scores = append(scores, -float32(i))
+	}
+	t, err := NewSPM(tokens, scores, types, true)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return t
+}
+
+// FuzzSPMRoundTrip: SentencePiece encoding never panics, is lossless for valid UTF-8 without
+// a literal "▁" (byte fallback covers every character), and streams as it decodes.
+func FuzzSPMRoundTrip(f *testing.F) {
+	var tok *SPM
+	if haveFixture("ggml-vocab-llama-spm.gguf") {
+		tok = ggufTokenizer(f, "ggml-vocab-llama-spm.gguf").(*SPM)
+	} else {
+		tok = spmFuzzVocab(f)
+	}
+	for _, s := range []string{"", " ", "hello world", "  hello\n\n", "Führer", "中文 text", "🦙👍🏽", "<s>x</s>",
+		"<|im_start|>user", "a\u00a0b", "cafe\u0301", "\x00\xff", "▁", strings.Repeat("ab ", 40)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		ord := tok.EncodeOrdinary(s)
+		_ = tok.Encode(s)
+		// A user-defined token splits the text, and the text after it gets its own space.
+		if !utf8.ValidString(s) || strings.Contains(s, spaceMark) || slices.ContainsFunc(ord, func(id int32) bool { return !tok.isText(id) }) {
+			return
+		}
+		if got := tok.Decode(ord); got != s {
+			t.Fatalf("Decode(EncodeOrdinary(%q)) = %q (ids %v)", s, got, ord)
+		}
+		d := tok.NewDecoder()
+		var sb strings.Builder
+		for _, id := range ord {
+			sb.WriteString(d.Next(id))
+		}
+		sb.WriteString(d.Flush())
+		if want := tok.Decode(ord); sb.String() != " "+want && !(s == "" && sb.String() == "") {
+			t.Fatalf("streamed %q, want the space prefix and %q", sb.String(), want)
+		}
+	})
+}
+
+// FuzzPreTokenizers: every pre-tokenizer covers its input exactly, with non-empty pieces, in
+// order, and never panics.
+func FuzzPreTokenizers(f *testing.F) {
+	for _, s := range []string{"", "Hello, y'all! How are you 😁 ?", "3333333 3.14", "  \r\n\t x", "'S 'ſ 'LL",
+		"我想在apple工作1314151天～", "a\u00a0\u3000 b\t\n ", "$+<=>^~|` ...", "\xff\xfe'\xc3"} {
+		f.Add(s)
+	}
+	names := supportedPre()
+	f.Fuzz(func(t *testing.T, s string) {
+		for _, name := range names {
+			var sb strings.Builder
+			bpePreTokenizers[name].pre.each(s, func(w string) {
+				if w == "" {
+					t.Fatalf("%s: empty pre-token in %q", name, s)
+				}
+				sb.WriteString(w)
+			})
+			if sb.String() != s {
+				t.Fatalf("%s: pre-tokens of %q join to %q", name, s, sb.String())
+			}
+		}
+	})
 }

@@ -2,15 +2,13 @@ package tokenizer
 
 import (
 	"fmt"
+	"sort"
+	"strings"
 
 	"github.com/gorun-dev/gorun/gguf"
 )
 
 func init() { Register("gpt2", Kind{Build: bpeFromGGUF}) }
-
-// bpePreTokenizers are the tokenizer.ggml.pre values whose pre-tokenizer BPE implements
-// (absent means GPT-2's, as in files written before llama.cpp recorded it).
-var bpePreTokenizers = map[string]bool{"": true, "gpt-2": true}
 
 // bpeFromGGUF builds a byte-level BPE tokenizer from GPT-2-style metadata, as llama.cpp's
 // converter writes it.
@@ -22,8 +20,12 @@ func bpeFromGGUF(f *gguf.File, sp Special) (Tokenizer, error) {
 			return nil, err
 		}
 	}
-	if !bpePreTokenizers[pre] {
-		return nil, fmt.Errorf("tokenizer.ggml.pre = %q is not supported; supported: gpt-2", pre)
+	pt, ok := bpePreTokenizers[pre]
+	if !ok {
+		return nil, fmt.Errorf("tokenizer.ggml.pre = %q is not supported; supported: %s", pre, strings.Join(supportedPre(), ", "))
+	}
+	if pt.addBOS && !f.Has("tokenizer.ggml.add_bos_token") {
+		sp.AddBOS = true // llama.cpp's default for these
 	}
 	tokens, err := f.Strings("tokenizer.ggml.tokens")
 	if err != nil {
@@ -39,7 +41,7 @@ func bpeFromGGUF(f *gguf.File, sp Special) (Tokenizer, error) {
 			return nil, err
 		}
 	}
-	t, err := New(tokens, merges, types)
+	t, err := NewWithPre(pre, tokens, merges, types)
 	if err != nil {
 		return nil, err
 	}
@@ -50,4 +52,16 @@ func bpeFromGGUF(f *gguf.File, sp Special) (Tokenizer, error) {
 	sp.addEOG(t.ID)
 	t.special = sp
 	return t, nil
+}
+
+// supportedPre lists the tokenizer.ggml.pre values BPE supports, sorted.
+func supportedPre() []string {
+	var names []string
+	for n := range bpePreTokenizers {
+		if n != "" {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	return names
 }

@@ -96,7 +96,7 @@ func TestRegistryRefusesUnknownKinds(t *testing.T) {
 		model, pre, want string
 	}{
 		{"bert", "", `tokenizer.ggml.model = "bert" is not supported; supported: gpt2`},
-		{"gpt2", "smaug-bpe", `tokenizer.ggml.pre = "smaug-bpe" is not supported`},
+		{"gpt2", "tekken", `tokenizer.ggml.pre = "tekken" is not supported`},
 	} {
 		kv := append([][2]any{{"tokenizer.ggml.model", c.model}}, base...)
 		if c.pre != "" {

@@ -11,7 +11,9 @@ type Tokenizer interface {
 	Encode(text string) []int32
 	// AppendEncode is Encode appending to dst.
 	AppendEncode(dst []int32, text string) []int32
-	// EncodeOrdinary tokenizes text with special-token text as ordinary characters.
+	// EncodeOrdinary tokenizes text with the text of control tokens as ordinary characters.
+	// User-defined tokens are still matched: llama.cpp and Hugging Face match them in any
+	// text (llama.cpp's parse_special=false).
 	EncodeOrdinary(text string) []int32
 	// Decode returns the concatenated text of the tokens (out-of-range ids are skipped); it
 	// may be invalid UTF-8 where the ids split a character.

@@ -1,5 +1,11 @@
 package tokenizer
 
+import (
+	"slices"
+	"sort"
+	"strings"
+)
+
 // specialMatcher finds, at any position of a text, the longest special token that starts
 // there, at a cost linear in the text whatever the vocabulary: an Aho-Corasick automaton over
 // the reversed special tokens, run backwards over the text. After reading text[i:] backwards
@@ -111,3 +117,94 @@ func (m *specialMatcher) fill(out []int32, text string, a int) {
 
 // window is the number of positions fill resolves at a time.
 func (m *specialMatcher) window() int { return max(1<<14, 4*m.maxLen) }
+
+// specialSet is a vocabulary's special tokens and the means to find them in a text; the BPE
+// and SentencePiece kinds share it.
+type specialSet struct {
+	tokens   []string // the text of every token, by id
+	ids      []int32  // the special ids, longest text first
+	first    [256]bool
+	onlyByte int // the first byte of every special when they share one, -1 if none, -2 if several
+	matcher  *specialMatcher
+}
+
+// newSpecialSet makes the set of the given ids (non-empty texts) of tokens.
+func newSpecialSet(tokens []string, ids []int32) specialSet {
+	s := specialSet{tokens: tokens, ids: slices.Clone(ids), onlyByte: -1}
+	// Longest special first, so that a longer token wins over its prefix.
+	sort.SliceStable(s.ids, func(i, j int) bool { return len(tokens[s.ids[i]]) > len(tokens[s.ids[j]]) })
+	for _, id := range s.ids {
+		c := tokens[id][0]
+		s.first[c] = true
+		switch s.onlyByte {
+		case -1:
+			s.onlyByte = int(c)
+		case int(c):
+		default:
+			s.onlyByte = -2
+		}
+	}
+	if len(s.ids) > 0 {
+		s.matcher = newSpecialMatcher(tokens, s.ids)
+	}
+	return s
+}
+
+// appendSplit appends the encoding of text: the special tokens in it, found leftmost and then
+// longest, as their ids, and each non-empty stretch of text between them as ordinary encodes it.
+func (s *specialSet) appendSplit(dst []int32, text string, ordinary func([]int32, string) []int32) []int32 {
+	if len(s.ids) == 0 {
+		return ordinary(dst, text)
+	}
+	// best[i-winStart] is the longest special at i, for i in [winStart, winStart+len(best)).
+	var best []int32
+	winStart := 0
+	start := 0
+	for i := 0; i < len(text); {
+		if s.onlyByte >= 0 {
+			k := strings.IndexByte(text[i:], byte(s.onlyByte))
+			if k < 0 {
+				break
+			}
+			i += k
+		} else if !s.first[text[i]] {
+			i++
+			continue
+		}
+		if i >= winStart+len(best) {
+			if best == nil {
+				best = make([]int32, min(s.matcher.window(), len(text)))
+			}
+			winStart = i
+			n := min(len(best), len(text)-i)
+			best = best[:n]
+			s.matcher.fill(best, text, i)
+		}
+		id := best[i-winStart]
+		if id < 0 {
+			i++
+			continue
+		}
+		if start < i {
+			dst = ordinary(dst, text[start:i])
+		}
+		dst = append(dst, id)
+		i += len(s.tokens[id])
+		start = i
+	}
+	if start < len(text) {
+		dst = ordinary(dst, text[start:])
+	}
+	return dst
+}
+
+// match returns the longest special token that text starts with, by trying each: the
+// reference the matcher is tested against.
+func (s *specialSet) match(text string) (int32, bool) {
+	for _, id := range s.ids {
+		if strings.HasPrefix(text, s.tokens[id]) {
+			return id, true
+		}
+	}
+	return 0, false
+}

@@ -2,8 +2,10 @@
 // carry. Each kind of vocabulary (tokenizer.ggml.model) is an implementation of the Tokenizer
 // interface that registers itself (registry.go); the rest of gorun names only the interface.
 //
-// BPE implements GPT-2's byte-level BPE ("gpt2"), producing the same ids as Hugging Face's
-// GPT-2 tokenizer (and llama.cpp's "gpt-2" BPE vocabulary). Its encoding splits the text on special tokens, splits each remaining piece with
+// SPM implements SentencePiece vocabularies ("llama"; spm.go). BPE implements byte-level BPE
+// ("gpt2") with the pre-tokenizer tokenizer.ggml.pre names (pretokenizers.go: GPT-2, Llama 3,
+// Qwen2, StarCoder/SmolLM, Falcon, DeepSeek Coder, llama.cpp's default), producing the same ids
+// as Hugging Face and llama.cpp. Its encoding splits the text on special tokens, splits each remaining piece with
 // the GPT-2 pre-tokenizer (see pretokenize.go), and runs BPE over the raw
 // bytes of each pre-token. Merges are kept as a table from a pair of token ids
 // to (rank, merged id), so encoding never builds the byte-mapped strings.
@@ -19,7 +21,6 @@ import (
 	"math"
 	"os"
 	"slices"
-	"sort"
 	"strings"
 )
 
@@ -47,10 +48,11 @@ type BPE struct {
 	merges  map[uint64]uint64
 	byteTok [256]int32 // id of the token for each single byte, or -1
 
-	specials     []int32 // special ids, longest text first
-	specialFirst [256]bool
-	specialByte  int // the single first byte of all specials, or -1
-	matcher      *specialMatcher
+	specials    specialSet // control and user-defined tokens, and "<|endoftext|>"
+	userDefined specialSet // user-defined tokens alone: matched by EncodeOrdinary too
+
+	pre          preTokenizer // tokenizer.ggml.pre's (pretokenizers.go)
+	ignoreMerges bool         // a pre-token that is a normal token is emitted whole
 
 	eos     int32
 	special Special // from the file's metadata (FromGGUF); EOS alone for New
@@ -69,6 +71,16 @@ func pairKey(a, b int32) uint64 { return uint64(uint32(a))<<32 | uint64(uint32(b
 // matches in the input text. A merge whose two parts or whose result is not in
 // the vocabulary can never apply and is ignored.
 func New(tokens []string, merges []string, types []int32) (*BPE, error) {
+	return NewWithPre("gpt-2", tokens, merges, types)
+}
+
+// NewWithPre is New with the pre-tokenizer named by pre, a tokenizer.ggml.pre value that
+// llama.cpp knows ("gpt-2", "llama-bpe", "qwen2", "smollm", "default", ...; "" is GPT-2's).
+func NewWithPre(pre string, tokens []string, merges []string, types []int32) (*BPE, error) {
+	pt, ok := bpePreTokenizers[pre]
+	if !ok {
+		return nil, fmt.Errorf("tokenizer: pre-tokenizer %q is not supported; supported: %s", pre, strings.Join(supportedPre(), ", "))
+	}
 	n := len(tokens)
 	if n == 0 {
 		return nil, errors.New("tokenizer: empty vocabulary")
@@ -80,18 +92,21 @@ func New(tokens []string, merges []string, types []int32) (*BPE, error) {
 		return nil, fmt.Errorf("tokenizer: %d token types for %d tokens", len(types), n)
 	}
 	t := &BPE{
-		tokens:      slices.Clone(tokens),
-		pieces:      make([]string, n),
-		types:       make([]int32, n),
-		vocab:       make(map[string]int32, n),
-		merges:      make(map[uint64]uint64, min(len(merges), n)), // a merge that applies makes a token
-		specialByte: -1,
-		eos:         -1,
-		special:     noSpecial(),
+		tokens:  slices.Clone(tokens),
+		pieces:  make([]string, n),
+		types:   make([]int32, n),
+		vocab:   make(map[string]int32, n),
+		merges:  make(map[uint64]uint64, min(len(merges), n)), // a merge that applies makes a token
+		eos:     -1,
+		special: noSpecial(),
+
+		pre:          pt.pre,
+		ignoreMerges: pt.ignoreMerges,
 	}
 	for i := range t.byteTok {
 		t.byteTok[i] = -1
 	}
+	var specials, userDefined []int32
 	for i, tok := range tokens {
 		typ := TypeNormal
 		if types != nil {
@@ -105,7 +120,10 @@ func New(tokens []string, merges []string, types []int32) (*BPE, error) {
 		case TypeControl, TypeUserDefined:
 			t.pieces[i] = tok
 			if tok != "" {
-				t.specials = append(t.specials, int32(i))
+				specials = append(specials, int32(i))
+				if typ == TypeUserDefined {
+					userDefined = append(userDefined, int32(i))
+				}
 			}
 		case TypeByte:
 			if b, ok := parseByteToken(tok); ok {
@@ -120,7 +138,7 @@ func New(tokens []string, merges []string, types []int32) (*BPE, error) {
 	if id, ok := t.vocab[EndOfText]; ok {
 		t.eos = id
 		if typ := t.types[id]; typ != TypeControl && typ != TypeUserDefined {
-			t.specials = append(t.specials, id)
+			specials = append(specials, id)
 		}
 	}
 
@@ -156,24 +174,8 @@ func New(tokens []string, merges []string, types []int32) (*BPE, error) {
 		}
 	}
 
-	// Longest special first, so that a longer token wins over its prefix.
-	sort.SliceStable(t.specials, func(i, j int) bool {
-		return len(t.tokens[t.specials[i]]) > len(t.tokens[t.specials[j]])
-	})
-	for _, id := range t.specials {
-		c := t.tokens[id][0]
-		t.specialFirst[c] = true
-		switch t.specialByte {
-		case -1:
-			t.specialByte = int(c)
-		case int(c):
-		default:
-			t.specialByte = -2
-		}
-	}
-	if len(t.specials) > 0 {
-		t.matcher = newSpecialMatcher(t.tokens, t.specials)
-	}
+	t.specials = newSpecialSet(t.tokens, specials)
+	t.userDefined = newSpecialSet(t.tokens, userDefined)
 	t.cache.m = make(map[string][]int32)
 	return t, nil
 }
@@ -312,71 +314,32 @@ func (t *BPE) Encode(text string) []int32 {
 	return t.AppendEncode(make([]int32, 0, len(text)/4+1), text)
 }
 
-// EncodeOrdinary tokenizes text without matching special tokens:
-// "<|endoftext|>" in text is encoded as ordinary characters.
+// EncodeOrdinary tokenizes text without matching control tokens: "<|endoftext|>" in text is
+// encoded as ordinary characters. User-defined tokens are still matched, as llama.cpp and
+// Hugging Face match them in any text.
 func (t *BPE) EncodeOrdinary(text string) []int32 {
-	return t.appendOrdinary(make([]int32, 0, len(text)/4+1), text)
+	return t.userDefined.appendSplit(make([]int32, 0, len(text)/4+1), text, t.appendOrdinary)
 }
 
 // AppendEncode appends the encoding of text (as Encode) to dst and returns the
 // extended slice.
 func (t *BPE) AppendEncode(dst []int32, text string) []int32 {
-	if len(t.specials) == 0 {
-		return t.appendOrdinary(dst, text)
-	}
-	// best[i-winStart] is the longest special at i, for i in [winStart, winStart+len(best)).
-	var best []int32
-	winStart := 0
-	start := 0
-	for i := 0; i < len(text); {
-		if t.specialByte >= 0 {
-			k := strings.IndexByte(text[i:], byte(t.specialByte))
-			if k < 0 {
-				break
-			}
-			i += k
-		} else if !t.specialFirst[text[i]] {
-			i++
-			continue
-		}
-		if i >= winStart+len(best) {
-			if best == nil {
-				best = make([]int32, min(t.matcher.window(), len(text)))
-			}
-			winStart = i
-			n := min(len(best), len(text)-i)
-			best = best[:n]
-			t.matcher.fill(best, text, i)
-		}
-		id := best[i-winStart]
-		if id < 0 {
-			i++
-			continue
-		}
-		dst = t.appendOrdinary(dst, text[start:i])
-		dst = append(dst, id)
-		i += len(t.tokens[id])
-		start = i
-	}
-	return t.appendOrdinary(dst, text[start:])
+	return t.specials.appendSplit(dst, text, t.appendOrdinary)
 }
 
 // matchSpecial returns the longest special token that s starts with (by trying each: the
 // reference the matcher is tested against).
-func (t *BPE) matchSpecial(s string) (int32, bool) {
-	for _, id := range t.specials {
-		if strings.HasPrefix(s, t.tokens[id]) {
-			return id, true
-		}
-	}
-	return 0, false
-}
+func (t *BPE) matchSpecial(s string) (int32, bool) { return t.specials.match(s) }
 
 func (t *BPE) appendOrdinary(dst []int32, text string) []int32 {
-	for i := 0; i < len(text); {
-		j := pretokenEnd(text, i)
-		dst = t.appendWord(dst, text[i:j])
-		i = j
+	if t.pre == nil {
+		for i := 0; i < len(text); {
+			j := pretokenEnd(text, i)
+			dst = t.appendWord(dst, text[i:j])
+			i = j
+		}
+		return dst
 	}
+	t.pre.each(text, func(w string) { dst = t.appendWord(dst, w) })
 	return dst
 }
