@@ -36,40 +36,8 @@ func TestPlanReusesMemory(t *testing.T) {
 // inputs and outputs are never overwritten.
 func TestPlanNoLiveOverlap(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
-	for trial := 0; trial < 200; trial++ {
-		ctx := NewContext(128)
-		var ts []*Tensor
-		for i := 0; i < 3; i++ {
-			ts = append(ts, ctx.NewInput("in", quant.F32, 8*(1+rng.IntN(4)), 2))
-		}
-		for i := 0; i < 40; i++ {
-			a := ts[rng.IntN(len(ts))]
-			var n *Tensor
-			switch rng.IntN(4) {
-			case 0:
-				n = ctx.GELU(a)
-			case 1:
-				n = ctx.Scale(a, 2)
-			case 2:
-				// find a same-width partner
-				b := ts[rng.IntN(len(ts))]
-				if b.Ne[0] != a.Ne[0] || (b.NRows() != 1 && b.NRows() != a.NRows()) {
-					b = a
-				}
-				n = ctx.Add(a, b)
-			case 3:
-				n = ctx.Rows(a, a.NRows()-1, 1)
-			}
-			ts = append(ts, n)
-		}
-		if err := ctx.Err(); err != nil {
-			t.Fatal(err)
-		}
-		outs := []*Tensor{ts[len(ts)-1], ts[len(ts)-5]}
-		g := NewGraph(128)
-		if err := g.Build(outs...); err != nil {
-			t.Fatal(err)
-		}
+	for range 200 {
+		g := randomGraph(t, rng)
 		if _, err := g.Plan(); err != nil {
 			t.Fatal(err)
 		}

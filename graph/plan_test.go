@@ -54,7 +54,8 @@ func gpt2Graph(t *testing.T, layers, n, logitRows int, rowsCaches bool) *Graph {
 	return g
 }
 
-// randomGraph builds the random graphs of TestPlanNoLiveOverlap.
+// randomGraph builds a graph of 40 random element-wise ops and row views over three inputs,
+// with two outputs.
 func randomGraph(t *testing.T, rng *rand.Rand) *Graph {
 	t.Helper()
 	ctx := NewContext(128)
@@ -147,26 +148,26 @@ func TestPlanOffsetsPinned(t *testing.T) {
 // The free list's placements are pinned over a random sequence of allocations and frees.
 func TestFreeListPinned(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 5))
-	var fl freeList
+	var fl FreeList
 	type span struct{ off, size int }
 	var live []span
 	h := fnv.New64a()
 	for range 5000 {
 		if len(live) > 0 && rng.IntN(5) < 2 {
 			i := rng.IntN(len(live))
-			fl.free(live[i].off, live[i].size)
+			fl.Free(live[i].off, live[i].size)
 			live = append(live[:i], live[i+1:]...)
 			continue
 		}
 		size := Alignment * (1 + rng.IntN(64))
-		off := fl.alloc(size)
+		off := fl.Alloc(size)
 		for _, s := range live {
 			if off < s.off+s.size && s.off < off+size {
 				t.Fatalf("[%d,%d) overlaps live [%d,%d)", off, off+size, s.off, s.off+s.size)
 			}
 		}
 		live = append(live, span{off, size})
-		fmt.Fprintf(h, "%d %d\n", off, fl.peak)
+		fmt.Fprintf(h, "%d %d\n", off, fl.Peak())
 	}
 	if got, want := h.Sum64(), uint64(0xd359ca37202ece7c); got != want {
 		t.Errorf("free list digest %#x, pinned %#x", got, want)
