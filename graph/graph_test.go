@@ -143,3 +143,22 @@ func TestPlanFreesSharedBaseOnce(t *testing.T) {
 		t.Errorf("u [%d,%d) and v [%d,%d) overlap", u.Off, u.Off+u.Bytes(), v.Off, v.Off+v.Bytes())
 	}
 }
+
+// Every op has its own name (the compile-time check in ops.go counts them; this finds a hole
+// left in the keyed table).
+func TestOpNames(t *testing.T) {
+	seen := map[string]Op{}
+	for o := range opCount {
+		name := o.String()
+		if name == "" || name == "op?" {
+			t.Errorf("op %d has no name", o)
+		}
+		if p, dup := seen[name]; dup {
+			t.Errorf("ops %d and %d are both named %q", p, o, name)
+		}
+		seen[name] = o
+	}
+	if s := opCount.String(); s != "op?" {
+		t.Errorf("an op past the table is named %q", s)
+	}
+}
