@@ -19,8 +19,6 @@ import (
 	"github.com/gorun-dev/gorun/quant"
 )
 
-//go:generate sh gen.sh
-
 // The PTX is embedded gzip-compressed (4.9 MB of text, 0.96 MB compressed) and inflated once
 // per backend.
 //

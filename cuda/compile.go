@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"sort"
 
 	"github.com/gorun-dev/gorun/graph"
 	"github.com/gorun-dev/gorun/quant"
@@ -212,10 +211,10 @@ func (b *Backend) compile(g *graph.Graph) (*program, error) {
 	inScratch := func(t *graph.Tensor) bool {
 		return t.Op != graph.OpNone && t.Op != graph.OpView && t.Op != graph.OpStoreKV && t.Flags&(graph.FlagOutput|graph.FlagInput|graph.FlagStatic) == 0 && !outputs[t]
 	}
-	var fl freeList
+	var fl graph.FreeList
 	for i, o := range ops {
 		if inScratch(o.out) {
-			addr[o.out] = DevicePtr(fl.alloc(align(o.out.Bytes())))
+			addr[o.out] = DevicePtr(fl.Alloc(align(o.out.Bytes())))
 		}
 		for j, s := range o.ins {
 			if s == nil {
@@ -230,12 +229,12 @@ func (b *Backend) compile(g *graph.Graph) (*program, error) {
 			}
 			if !dup && lastUse[bs] == i && inScratch(bs) {
 				if _, ok := addr[bs]; ok {
-					fl.free(int(addr[bs]), align(bs.Bytes()))
+					fl.Free(int(addr[bs]), align(bs.Bytes()))
 				}
 			}
 		}
 	}
-	p.size = fl.peak
+	p.size = fl.Peak()
 	if p.size > 0 {
 		var err error
 		if p.scratch, err = b.alloc(p.size); err != nil {
@@ -738,58 +737,3 @@ const mvspBlocksPerSM = 3
 
 // lnMaxE is LN_MAXE (kernels.cu): the row elements one thread of a fused layer norm holds.
 const lnMaxE = 8
-
-// freeList is a best-fit allocator of offsets that tracks the high-water mark.
-type freeList struct {
-	blocks []block // free blocks, sorted by offset
-	end    int
-	peak   int
-}
-
-type block struct{ off, size int }
-
-func (f *freeList) alloc(size int) int {
-	best := -1
-	for i, b := range f.blocks {
-		if b.size >= size && (best < 0 || b.size < f.blocks[best].size) {
-			best = i
-		}
-	}
-	if best < 0 {
-		off := f.end
-		if n := len(f.blocks); n > 0 && f.blocks[n-1].off+f.blocks[n-1].size == f.end {
-			off = f.blocks[n-1].off
-			f.blocks = f.blocks[:n-1]
-		}
-		f.end = off + size
-		f.peak = max(f.peak, f.end)
-		return off
-	}
-	bl := &f.blocks[best]
-	off := bl.off
-	bl.off += size
-	bl.size -= size
-	if bl.size == 0 {
-		f.blocks = append(f.blocks[:best], f.blocks[best+1:]...)
-	}
-	return off
-}
-
-func (f *freeList) free(off, size int) {
-	i := sort.Search(len(f.blocks), func(i int) bool { return f.blocks[i].off > off })
-	f.blocks = append(f.blocks, block{})
-	copy(f.blocks[i+1:], f.blocks[i:])
-	f.blocks[i] = block{off, size}
-	if i+1 < len(f.blocks) && f.blocks[i].off+f.blocks[i].size == f.blocks[i+1].off {
-		f.blocks[i].size += f.blocks[i+1].size
-		f.blocks = append(f.blocks[:i+1], f.blocks[i+2:]...)
-	}
-	if i > 0 && f.blocks[i-1].off+f.blocks[i-1].size == f.blocks[i].off {
-		f.blocks[i-1].size += f.blocks[i].size
-		f.blocks = append(f.blocks[:i], f.blocks[i+1:]...)
-	}
-	if n := len(f.blocks); n > 0 && f.blocks[n-1].off+f.blocks[n-1].size == f.end {
-		f.end = f.blocks[n-1].off
-		f.blocks = f.blocks[:n-1]
-	}
-}

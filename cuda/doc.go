@@ -8,3 +8,8 @@
 // `go generate ./cuda/` (gen.sh) and embedded; building needs only libcuda (the driver) and a C
 // compiler, not the CUDA toolkit. See NOTES.md for the design and measurements.
 package cuda
+
+// types.h first: kernels.cu includes it. Untagged here, so that `go generate ./cuda/` runs
+// both without -tags cuda.
+//go:generate go run ./gentypes
+//go:generate sh gen.sh

@@ -9,17 +9,8 @@
 #include <mma.h>
 #include <stdint.h>
 
-// ggml type ids
-#define T_F32 0
-#define T_F16 1
-#define T_Q4_0 2
-#define T_Q4_1 3
-#define T_Q5_0 6
-#define T_Q5_1 7
-#define T_Q8_0 8
-#define T_Q4_K 12
-#define T_Q5_K 13
-#define T_Q6_K 14
+// ggml type ids (T_F32, T_Q4_K, ...), generated from quant.Type by gentypes
+#include "types.h"
 
 // status bits set by kernels that meet bad input
 #define ST_BAD_ID 1

@@ -13,9 +13,8 @@ package gguf
 import (
 	"errors"
 	"fmt"
-	"math"
 
-	"github.com/gorun-dev/gorun/internal/osutil"
+	"github.com/gorun-dev/gorun/internal/mmap"
 	"github.com/gorun-dev/gorun/quant"
 )
 
@@ -69,43 +68,18 @@ type File struct {
 // Open memory-maps path read-only and parses it. The weights are not read until touched.
 // Close the file when done; slices from Data become invalid then.
 func Open(path string) (*File, error) {
-	data, err := mapFile(path)
+	data, err := mmap.Map(path, nil) // a regular file, opened without blocking; empty refused
 	if err != nil {
 		return nil, fmt.Errorf("gguf: %w", err)
 	}
 	f, err := parse(data)
 	if err != nil {
-		_ = unmap(data)
+		_ = mmap.Unmap(data)
 		return nil, fmt.Errorf("gguf: %s: %w", path, err)
 	}
 	f.mapped = true
-	willNeed(data)
+	mmap.WillNeed(data)
 	return f, nil
-}
-
-// mapFile maps a regular file; the open cannot block on a FIFO or a device (osutil.OpenRegular).
-func mapFile(path string) ([]byte, error) {
-	fd, err := osutil.OpenRegular(path)
-	if err != nil {
-		return nil, err
-	}
-	defer fd.Close() // the mapping outlives the descriptor
-	st, err := fd.Stat()
-	if err != nil {
-		return nil, err
-	}
-	size := st.Size()
-	switch {
-	case size == 0:
-		return nil, fmt.Errorf("%s: empty file", path)
-	case size > math.MaxInt:
-		return nil, fmt.Errorf("%s: %d bytes is too large to map", path, size)
-	}
-	data, err := mapRead(fd, int(size))
-	if err != nil {
-		return nil, fmt.Errorf("%s: mmap: %w", path, err)
-	}
-	return data, nil
 }
 
 // Close unmaps a file made by Open. It is safe to call twice; for a file made by Parse it does
@@ -116,7 +90,7 @@ func (f *File) Close() error {
 	}
 	data := f.data
 	f.data = nil
-	if err := unmap(data); err != nil {
+	if err := mmap.Unmap(data); err != nil {
 		return fmt.Errorf("gguf: munmap: %w", err)
 	}
 	return nil

@@ -28,10 +28,10 @@ func (g *Graph) Plan() (int, error) {
 			}
 		}
 	}
-	var fl freeList
+	var fl FreeList
 	g.planned = g.planned[:0]
 	place := func(t *Tensor) {
-		t.Off = fl.alloc(alignUp(t.Bytes(), Alignment))
+		t.Off = fl.Alloc(alignUp(t.Bytes(), Alignment))
 		g.planned = append(g.planned, t)
 	}
 	for _, l := range g.Leaves {
@@ -53,12 +53,12 @@ func (g *Graph) Plan() (int, error) {
 			}
 			b := s.Base()
 			if lastUse[b] == i && needsArena(b) && b.Flags&(FlagInput|FlagOutput) == 0 {
-				fl.free(b.Off, alignUp(b.Bytes(), Alignment))
+				fl.Free(b.Off, alignUp(b.Bytes(), Alignment))
 			}
 		}
 	}
-	g.arena = fl.peak
-	return fl.peak, nil
+	g.arena = fl.Peak()
+	return g.arena, nil
 }
 
 type srcList []*Tensor
@@ -95,16 +95,23 @@ func (g *Graph) Bind(buf *Buffer) error {
 // ArenaSize is the size computed by the last Plan.
 func (g *Graph) ArenaSize() int { return g.arena }
 
-// freeList is a best-fit allocator over offsets, tracking the high-water mark.
-type freeList struct {
-	blocks []block // free blocks, sorted by offset
-	end    int     // end of the used region
+// FreeList is a best-fit allocator of offsets in one arena that tracks the arena's high-water
+// mark. Alloc takes the smallest free block that fits (its low end), or grows the arena; Free
+// returns a block, merging it with its free neighbours. Both graph planners use it (Graph.Plan
+// and the CUDA backend's scratch plan), so equal sequences of calls give equal offsets.
+type FreeList struct {
+	blocks []freeBlock // free blocks, sorted by offset
+	end    int         // end of the used region
 	peak   int
 }
 
-type block struct{ off, size int }
+type freeBlock struct{ off, size int }
 
-func (f *freeList) alloc(size int) int {
+// Peak is the arena size the allocations so far needed.
+func (f *FreeList) Peak() int { return f.peak }
+
+// Alloc returns the offset of size free bytes.
+func (f *FreeList) Alloc(size int) int {
 	best := -1
 	for i, b := range f.blocks {
 		if b.size >= size && (best < 0 || b.size < f.blocks[best].size) {
@@ -113,18 +120,14 @@ func (f *freeList) alloc(size int) int {
 	}
 	if best < 0 {
 		// Grow from the end, absorbing a free block that touches it.
+		off := f.end
 		if n := len(f.blocks); n > 0 && f.blocks[n-1].off+f.blocks[n-1].size == f.end {
-			off := f.blocks[n-1].off
+			off = f.blocks[n-1].off
 			f.blocks = f.blocks[:n-1]
-			f.end = off + size
-		} else {
-			off := f.end
-			f.end += size
-			f.peak = max(f.peak, f.end)
-			return off
 		}
+		f.end = off + size
 		f.peak = max(f.peak, f.end)
-		return f.end - size
+		return off
 	}
 	b := &f.blocks[best]
 	off := b.off
@@ -136,11 +139,12 @@ func (f *freeList) alloc(size int) int {
 	return off
 }
 
-func (f *freeList) free(off, size int) {
+// Free returns the size bytes at off, which an Alloc of that size gave.
+func (f *FreeList) Free(off, size int) {
 	i := sort.Search(len(f.blocks), func(i int) bool { return f.blocks[i].off > off })
-	f.blocks = append(f.blocks, block{})
+	f.blocks = append(f.blocks, freeBlock{})
 	copy(f.blocks[i+1:], f.blocks[i:])
-	f.blocks[i] = block{off, size}
+	f.blocks[i] = freeBlock{off, size}
 	// Merge with the next and the previous block when they touch.
 	if i+1 < len(f.blocks) && f.blocks[i].off+f.blocks[i].size == f.blocks[i+1].off {
 		f.blocks[i].size += f.blocks[i+1].size

@@ -36,40 +36,8 @@ func TestPlanReusesMemory(t *testing.T) {
 // inputs and outputs are never overwritten.
 func TestPlanNoLiveOverlap(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 7))
-	for trial := 0; trial < 200; trial++ {
-		ctx := NewContext(128)
-		var ts []*Tensor
-		for i := 0; i < 3; i++ {
-			ts = append(ts, ctx.NewInput("in", quant.F32, 8*(1+rng.IntN(4)), 2))
-		}
-		for i := 0; i < 40; i++ {
-			a := ts[rng.IntN(len(ts))]
-			var n *Tensor
-			switch rng.IntN(4) {
-			case 0:
-				n = ctx.GELU(a)
-			case 1:
-				n = ctx.Scale(a, 2)
-			case 2:
-				// find a same-width partner
-				b := ts[rng.IntN(len(ts))]
-				if b.Ne[0] != a.Ne[0] || (b.NRows() != 1 && b.NRows() != a.NRows()) {
-					b = a
-				}
-				n = ctx.Add(a, b)
-			case 3:
-				n = ctx.Rows(a, a.NRows()-1, 1)
-			}
-			ts = append(ts, n)
-		}
-		if err := ctx.Err(); err != nil {
-			t.Fatal(err)
-		}
-		outs := []*Tensor{ts[len(ts)-1], ts[len(ts)-5]}
-		g := NewGraph(128)
-		if err := g.Build(outs...); err != nil {
-			t.Fatal(err)
-		}
+	for range 200 {
+		g := randomGraph(t, rng)
 		if _, err := g.Plan(); err != nil {
 			t.Fatal(err)
 		}
@@ -77,8 +45,8 @@ func TestPlanNoLiveOverlap(t *testing.T) {
 	}
 }
 
-// checkNoOverlap simulates execution: at node i, the memory written (node i) must not overlap
-// any tensor still to be read later (or an input/output).
+// checkNoOverlap simulates execution: at node i, the arena memory written (node i) must not
+// overlap any tensor still to be read later (or an input/output).
 func checkNoOverlap(t *testing.T, g *Graph) {
 	t.Helper()
 	last := map[*Tensor]int{}
@@ -91,10 +59,12 @@ func checkNoOverlap(t *testing.T, g *Graph) {
 	}
 	live := map[*Tensor]bool{}
 	for _, l := range g.Leaves {
-		live[l] = true
+		if l.Flags&FlagStatic == 0 { // static leaves (weights, caches) are not in the arena
+			live[l] = true
+		}
 	}
 	for i, n := range g.Nodes {
-		if n.Op == OpView {
+		if !needsArena(n) { // views, and stores into a cache, write no arena memory of their own
 			continue
 		}
 		for o := range live {
@@ -171,5 +141,24 @@ func TestPlanFreesSharedBaseOnce(t *testing.T) {
 	checkNoOverlap(t, g)
 	if u.Off < v.Off+v.Bytes() && v.Off < u.Off+u.Bytes() {
 		t.Errorf("u [%d,%d) and v [%d,%d) overlap", u.Off, u.Off+u.Bytes(), v.Off, v.Off+v.Bytes())
+	}
+}
+
+// Every op has its own name (the compile-time check in ops.go counts them; this finds a hole
+// left in the keyed table).
+func TestOpNames(t *testing.T) {
+	seen := map[string]Op{}
+	for o := range opCount {
+		name := o.String()
+		if name == "" || name == "op?" {
+			t.Errorf("op %d has no name", o)
+		}
+		if p, dup := seen[name]; dup {
+			t.Errorf("ops %d and %d are both named %q", p, o, name)
+		}
+		seen[name] = o
+	}
+	if s := opCount.String(); s != "op?" {
+		t.Errorf("an op past the table is named %q", s)
 	}
 }

@@ -30,7 +30,16 @@ const (
 	opCount
 )
 
-var opNames = [...]string{"none", "view", "get_rows", "add", "mul", "layer_norm", "mul_mat", "gelu", "scale", "store_kv", "attention", "copy", "store_kv_rows", "attention_rows"}
+var opNames = [...]string{
+	OpNone: "none", OpView: "view", OpGetRows: "get_rows", OpAdd: "add", OpMul: "mul",
+	OpLayerNorm: "layer_norm", OpMulMat: "mul_mat", OpGELU: "gelu", OpScale: "scale",
+	OpStoreKV: "store_kv", OpAttention: "attention", OpCopy: "copy",
+	OpStoreKVRows: "store_kv_rows", OpAttentionRows: "attention_rows",
+}
+
+// opNames names every op: the constant index is out of range, a compile error, unless the
+// table has exactly opCount entries (an op added without a name, or a name without an op).
+var _ = [1]struct{}{}[len(opNames)-int(opCount)]
 
 func (o Op) String() string {
 	if int(o) < len(opNames) {

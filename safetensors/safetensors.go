@@ -22,7 +22,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/gorun-dev/gorun/internal/osutil"
+	"github.com/gorun-dev/gorun/internal/mmap"
 )
 
 // MaxHeader is the longest JSON header accepted: the reference implementation's limit (100 MB).
@@ -105,13 +105,13 @@ type File struct {
 
 // Open memory-maps path read-only and validates it. Close it when done.
 func Open(path string) (*File, error) {
-	data, err := mapFile(path)
+	data, err := mmap.Map(path, checkSize)
 	if err != nil {
 		return nil, fmt.Errorf("safetensors: %w", err)
 	}
 	f, err := parse(data, path)
 	if err != nil {
-		_ = unmap(data)
+		_ = mmap.Unmap(data)
 		return nil, fmt.Errorf("safetensors: %s: %w", path, err)
 	}
 	f.mapped = true
@@ -132,7 +132,7 @@ func (f *File) Close() error {
 	if f == nil || !f.mapped || f.data == nil {
 		return nil
 	}
-	err := unmap(f.data)
+	err := mmap.Unmap(f.data)
 	f.data, f.Tensors = nil, nil
 	return err
 }
@@ -145,28 +145,12 @@ func (f *File) Tensor(name string) *Tensor {
 	return nil
 }
 
-func mapFile(path string) ([]byte, error) {
-	fd, err := osutil.OpenRegular(path)
-	if err != nil {
-		return nil, err
+// checkSize refuses a file too short to hold the 8-byte header length before it is mapped.
+func checkSize(size int64) error {
+	if size < 8 {
+		return fmt.Errorf("%d bytes is too short for a safetensors file (at least the 8-byte header length)", size)
 	}
-	defer fd.Close() // the mapping outlives the descriptor
-	st, err := fd.Stat()
-	if err != nil {
-		return nil, err
-	}
-	size := st.Size()
-	switch {
-	case size < 8:
-		return nil, fmt.Errorf("%s: %d bytes is too short for a safetensors file (at least the 8-byte header length)", path, size)
-	case size > math.MaxInt:
-		return nil, fmt.Errorf("%s: %d bytes is too large to map", path, size)
-	}
-	data, err := mapRead(fd, int(size))
-	if err != nil {
-		return nil, fmt.Errorf("%s: mmap: %w", path, err)
-	}
-	return data, nil
+	return nil
 }
 
 type entry struct {

@@ -15,9 +15,14 @@ const (
 	Generic Tier = iota // pure Go, any CPU
 	AVX2                // AVX2 + FMA + F16C
 	AVX512              // AVX-512 F/BW/VL/DQ + the AVX2 tier's extensions
+	tierCount
 )
 
 var tierNames = [...]string{Generic: "generic", AVX2: "avx2", AVX512: "avx512"}
+
+// tierNames names every tier: the constant index is out of range, a compile error, unless the
+// table has exactly tierCount entries.
+var _ = [1]struct{}{}[len(tierNames)-int(tierCount)]
 
 func (t Tier) String() string {
 	if t >= 0 && int(t) < len(tierNames) {

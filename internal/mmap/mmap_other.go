@@ -1,6 +1,6 @@
 //go:build !unix && !windows
 
-package safetensors
+package mmap
 
 import (
 	"io"

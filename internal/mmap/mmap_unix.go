@@ -1,6 +1,6 @@
 //go:build unix
 
-package gguf
+package mmap
 
 import (
 	"os"

@@ -1,6 +1,6 @@
 //go:build windows
 
-package safetensors
+package mmap
 
 import (
 	"fmt"
