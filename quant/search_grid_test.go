@@ -299,36 +299,6 @@ func TestScalesFinite(t *testing.T) {
 	}
 }
 
-// compareRowGrid is compareRow for SearchGrid.
-func compareRowGrid(t *testing.T, ty Type, x, imp []float32) rowResult {
-	t.Helper()
-	f, _ := FormatOf(ty)
-	rs, _ := ty.RowSize(int64(len(x)))
-	ours, ref := make([]byte, rs), make([]byte, rs)
-	if err := f.QuantizeSearch(ours, x, imp, SearchGrid); err != nil {
-		t.Fatalf("%v: %v", ty, err)
-	}
-	if err := f.Quantize(ref, x); err != nil {
-		t.Fatalf("%v reference: %v", ty, err)
-	}
-	yo, yr := make([]float32, len(x)), make([]float32, len(x))
-	f.Dequantize(yo, ours)
-	f.Dequantize(yr, ref)
-	w := weightsOf(x, imp)
-	var res rowResult
-	bs := ty.BlockSize()
-	for i := 0; i < len(x); i += bs {
-		xb := x[i : i+bs]
-		eo, er := werr(xb, yo[i:i+bs], w[i:i+bs]), werr(xb, yr[i:i+bs], w[i:i+bs])
-		if eo > er {
-			res.worseBlocks++
-		}
-		res.wseOurs += eo
-		res.wseRef += er
-	}
-	return res
-}
-
 // No block of SearchGrid is worse than the reference block under the weighted error, and
 // whole rows are better, on the rows TestSearchBeatsReference uses and on pinRows' edge cases.
 func TestGridBeatsReference(t *testing.T) {
@@ -340,7 +310,7 @@ func TestGridBeatsReference(t *testing.T) {
 			scale := 0.02 * math.Exp(r.NormFloat64())
 			for _, x := range [][]float32{gaussRow(r, n, scale), heavyRow(r, n, scale)} {
 				for _, imp := range [][]float32{nil, importanceRow(r, n)} {
-					res := compareRowGrid(t, ty, x, imp)
+					res := compareRow(t, ty, x, imp, SearchGrid)
 					if res.worseBlocks > 0 {
 						t.Errorf("%v row %d: %d blocks have a larger weighted error than the reference's", ty, row, res.worseBlocks)
 					}
@@ -360,7 +330,7 @@ func TestGridBeatsReference(t *testing.T) {
 			if x[0] > 1e8 || x[0] < -1e8 || x[1] > 1e8 || x[1] < -1e8 {
 				continue // beyond float16: the scales saturate, only validity is asked (TestGridValid)
 			}
-			if res := compareRowGrid(t, ty, x, imps[96+i]); res.worseBlocks > 0 {
+			if res := compareRow(t, ty, x, imps[96+i], SearchGrid); res.worseBlocks > 0 {
 				t.Errorf("%v edge case %d: %d blocks worse than the reference", ty, i, res.worseBlocks)
 			}
 		}
@@ -485,15 +455,7 @@ var pinnedGrid = map[Type]string{
 	Q8_0: "266959727326112e", Q4_K: "599fe25abebf9449", Q5_K: "42f3b08a70411cc0", Q6_K: "7e1cf4d11a2b8b38",
 }
 
-func TestSearchGridPinned(t *testing.T) {
-	rows, imps := pinRows()
-	for _, ty := range searchTypes {
-		got := searchHash(t, ty, rows, imps, SearchGrid)
-		if want := pinnedGrid[ty]; got != want {
-			t.Errorf("%v: SearchGrid's bytes changed: hash %s, pinned %s", ty, got, want)
-		}
-	}
-}
+func TestSearchGridPinned(t *testing.T) { testPinned(t, SearchGrid, pinnedGrid) }
 
 // BenchmarkSearchGrid measures SearchGrid on BenchmarkSearchFull's row (one 768-value row of
 // float16-valued Gaussian weights).

@@ -107,12 +107,15 @@ func searchHash(t testing.TB, ty Type, rows, imps [][]float32, s Search) string 
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
-func TestSearchFullPinned(t *testing.T) {
+func TestSearchFullPinned(t *testing.T) { testPinned(t, SearchFull, pinnedFull) }
+
+// testPinned compares the hashes of the search s's outputs on pinRows with the pinned ones.
+func testPinned(t *testing.T, s Search, pinned map[Type]string) {
 	rows, imps := pinRows()
 	for _, ty := range searchTypes {
-		got := searchHash(t, ty, rows, imps, SearchFull)
-		if want := pinnedFull[ty]; got != want {
-			t.Errorf("%v: SearchFull's bytes changed: hash %s, pinned %s", ty, got, want)
+		got := searchHash(t, ty, rows, imps, s)
+		if want := pinned[ty]; got != want {
+			t.Errorf("%v: %v search's bytes changed: hash %s, pinned %s", ty, s, got, want)
 		}
 	}
 }

@@ -69,13 +69,14 @@ type rowResult struct {
 	worseBlocks     int     // blocks whose weighted error is above the reference's
 }
 
-// compareRow quantizes x with both quantizers and compares them block by block.
-func compareRow(t *testing.T, ty Type, x, imp []float32) rowResult {
+// compareRow quantizes x with the search s and with the reference quantizer and compares them
+// block by block.
+func compareRow(t *testing.T, ty Type, x, imp []float32, s Search) rowResult {
 	t.Helper()
 	f, _ := FormatOf(ty)
 	rs, _ := ty.RowSize(int64(len(x)))
 	ours, ref := make([]byte, rs), make([]byte, rs)
-	if err := f.QuantizeSearch(ours, x, imp, SearchFull); err != nil {
+	if err := f.QuantizeSearch(ours, x, imp, s); err != nil {
 		t.Fatalf("%v: %v", ty, err)
 	}
 	if err := f.Quantize(ref, x); err != nil {
@@ -124,7 +125,7 @@ func TestSearchBeatsReference(t *testing.T) {
 					if withImp {
 						imp = importanceRow(r, n)
 					}
-					res := compareRow(t, ty, x, imp)
+					res := compareRow(t, ty, x, imp, SearchFull)
 					if res.worseBlocks > 0 {
 						t.Errorf("%v %s imp=%v row %d: %d blocks have a larger weighted error than the reference's", ty, dist, withImp, row, res.worseBlocks)
 					}
@@ -263,7 +264,7 @@ func TestSearchEdgeCases(t *testing.T) {
 				if c.name == "beyond float16" {
 					continue // the scales saturate; only finiteness is asked
 				}
-				if res := compareRow(t, ty, c.x, im); res.worseBlocks > 0 {
+				if res := compareRow(t, ty, c.x, im, SearchFull); res.worseBlocks > 0 {
 					t.Errorf("%v %s: %d blocks worse than the reference", ty, c.name, res.worseBlocks)
 				}
 			}
