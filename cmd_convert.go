@@ -4,16 +4,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/gorun-dev/gorun/convert"
 	"github.com/gorun-dev/gorun/gguf"
 	"github.com/gorun-dev/gorun/internal/progress"
-	"github.com/gorun-dev/gorun/llm"
-	"github.com/gorun-dev/gorun/quant"
+	"github.com/gorun-dev/gorun/quantize"
 )
 
 const convertSynopsis = `gorun convert HF_DIR OUT.gguf [--outtype f16]: convert a Hugging Face GPT-2 checkpoint to GGUF
@@ -28,7 +25,7 @@ else bf16), or a 'gorun quantize' recipe, applied after conversion:
 %s.`
 
 func cmdConvert(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("convert", fmt.Sprintf(convertSynopsis, strings.Join(quant.FileTypeNames(), ", ")), stderr)
+	fs := newFlags("convert", fmt.Sprintf(convertSynopsis, strings.Join(quantize.FileTypeNames(), ", ")), stderr)
 	outType := fs.String("outtype", "f16", "output `type`: f32, f16, bf16, auto, q8_0 or a quantize recipe")
 	outFile := fs.String("outfile", "", "output `FILE` (instead of the second argument, as llama.cpp spells it)")
 	name := fs.String("model-name", "", "general.name (default: derived from the directory's name, as llama.cpp does)")
@@ -54,7 +51,7 @@ func cmdConvert(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer removeOnSignal(stderr, gguf.TempPath(target), target+".f32.tmp")()
+	defer removeOnSignal(stderr, "convert", gguf.TempPath(target), target+".f32.tmp")()
 	start := time.Now()
 	bar := progress.New(stderr, "convert", 1).Bytes()
 	var qbar *progress.Bar
@@ -63,7 +60,7 @@ func cmdConvert(args []string, stdout, stderr io.Writer) error {
 			bar = bar.Resize(total * 4)
 			bar.Set(done*4, tensor, true)
 		},
-		QuantizeProgress: func(done, total int64, t llm.TensorReport) {
+		QuantizeProgress: func(done, total int64, t quantize.TensorReport) {
 			if qbar == nil {
 				bar.Done()
 				qbar = progress.New(stderr, "quantize", total).Bytes()
@@ -82,31 +79,4 @@ func cmdConvert(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "wrote %s: %q, %d tensors, %d parameters (output.weight's copy included), --outtype %s (file type %v), tokenizer from %s, %d bytes, %.1f s\n",
 		out, rep.Name, rep.Tensors, rep.Params, rep.OutType, rep.FileType, rep.Tokenizer, rep.FileBytes, time.Since(start).Seconds())
 	return nil
-}
-
-// removeOnSignal removes the files and exits (130 for SIGINT, 143 for SIGTERM) when the process
-// is interrupted or terminated, until the returned function is called.
-func removeOnSignal(stderr io.Writer, files ...string) (stop func()) {
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() {
-		select {
-		case sig := <-ch:
-			for _, f := range files {
-				os.Remove(f)
-			}
-			fmt.Fprintf(stderr, "\ngorun: %v: stopped, temporary files removed\n", sig)
-			code := exitInterrupted
-			if sig == syscall.SIGTERM {
-				code = 128 + 15
-			}
-			os.Exit(code)
-		case <-done:
-		}
-	}()
-	return func() {
-		signal.Stop(ch)
-		close(done)
-	}
 }

@@ -130,7 +130,7 @@ func pullModel(c *hub.Client, repo, quant, revision, out string, inCache bool, s
 	if err != nil {
 		return "", err
 	}
-	defer removeOnSignal(stderr, gguf.TempPath(target), target+".f32.tmp")()
+	defer removeOnSignal(stderr, "pull", gguf.TempPath(target), target+".f32.tmp")()
 	start := time.Now()
 	rep, err := convert.Convert(dir, out, convert.Options{OutType: outType, ModelID: repo})
 	if err != nil {

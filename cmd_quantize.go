@@ -8,13 +8,13 @@ import (
 	"os/signal"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/gorun-dev/gorun/gguf"
 	"github.com/gorun-dev/gorun/internal/progress"
 	"github.com/gorun-dev/gorun/llm"
 	"github.com/gorun-dev/gorun/quant"
+	"github.com/gorun-dev/gorun/quantize"
 )
 
 const quantizeSynopsis = `gorun quantize IN.gguf OUT.gguf TYPE [options]: write a quantized copy of a model
@@ -31,18 +31,18 @@ gorun's quantizers choose scales and rounding to minimize each block's error (we
 activation statistics with --calib); the files keep ggml's exact formats, so llama.cpp loads them.
 --reference gives llama.cpp's own bytes instead.
 --search picks how thoroughly gorun's quantizers search: full (the default) sweeps every
-rounding of a window of scales; fast tries a grid of candidate scales, several times faster,
-with nearly the same error (never worse than llama.cpp's per block) but different bytes.`
+rounding of a window of scales; grid (or fast) tries a grid of candidate scales, several times
+faster, with nearly the same error (never worse than llama.cpp's per block) but other bytes.`
 
 func cmdQuantize(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("quantize", fmt.Sprintf(quantizeSynopsis, strings.Join(quant.FileTypeNames(), ", ")), stderr)
+	fs := newFlags("quantize", fmt.Sprintf(quantizeSynopsis, strings.Join(quantize.FileTypeNames(), ", ")), stderr)
 	threads := fs.Int("t", 0, "`threads` (default: one per physical core)")
 	pure := fs.Bool("pure", false, "give every quantized matrix the recipe's type (no mixing)")
 	reference := fs.Bool("reference", false, "use the reference quantizers (llama.cpp's bytes) instead of gorun's error-minimizing ones")
 	calib := fs.String("calib", "", "calibration text `FILE`: weight each block's error by activation statistics gathered on it")
 	calibCtx := fs.Int("calib-c", 0, "context length of the calibration run (default: the model's)")
 	requant := fs.Bool("allow-requantize", false, "allow quantizing tensors that are already quantized")
-	search := fs.String("search", "full", "the error-minimizing quantizers' `search`: full (complete sweeps) or fast (a grid of candidate scales; faster, different bytes)")
+	search := fs.String("search", "full", "the error-minimizing quantizers' `search`: full (complete sweeps) or grid (alias fast: a grid of candidate scales; faster, other bytes)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
@@ -51,7 +51,7 @@ func cmdQuantize(args []string, stdout, stderr io.Writer) error {
 		return usageError(fs, stderr, "want IN.gguf OUT.gguf TYPE, got %d arguments", len(pos))
 	}
 	in, out := pos[0], pos[1]
-	ft, err := quant.ParseFileType(pos[2])
+	ft, err := quantize.ParseFileType(pos[2])
 	if err != nil {
 		return usageError(fs, stderr, "%v", err)
 	}
@@ -65,14 +65,14 @@ func cmdQuantize(args []string, stdout, stderr io.Writer) error {
 	if *reference && srch != quant.SearchFull {
 		return usageError(fs, stderr, "--reference and --search %s do not mix: the reference quantizers do not search", srch)
 	}
-	opts := llm.QuantizeOptions{FileType: ft, Threads: *threads, Pure: *pure, Reference: *reference, AllowRequantize: *requant, Search: srch}
+	opts := quantize.Options{FileType: ft, Threads: *threads, Pure: *pure, Reference: *reference, AllowRequantize: *requant, Search: srch}
 	// Refuse an output that cannot be written before any work, and remove the temporary file
 	// if a signal ends the run.
 	target, err := gguf.ResolveOutput(out)
 	if err != nil {
 		return err
 	}
-	defer cleanOnSignal(gguf.TempPath(target), stderr)()
+	defer removeOnSignal(stderr, "quantize", gguf.TempPath(target))()
 	if *calib != "" {
 		if opts.Importance, err = calibrate(in, *calib, *threads, *calibCtx, stderr); err != nil {
 			return err
@@ -80,7 +80,7 @@ func cmdQuantize(args []string, stdout, stderr io.Writer) error {
 	}
 	start := time.Now()
 	bar := progress.New(stderr, "quantize", 1).Bytes()
-	opts.Progress = func(done, total int64, t llm.TensorReport) {
+	opts.Progress = func(done, total int64, t quantize.TensorReport) {
 		bar = bar.Resize(total)
 		note := fmt.Sprintf("%-28s %6v -> %-6v", t.Name, t.From, t.To)
 		bar.Set(done, note, true)
@@ -88,40 +88,13 @@ func cmdQuantize(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stderr, "\nquantize: %s: %s\n", t.Name, t.Note)
 		}
 	}
-	rep, err := llm.Quantize(in, out, opts)
+	rep, err := quantize.File(in, out, opts)
 	bar.Done()
 	if err != nil {
 		return err
 	}
 	printSizeTable(stdout, rep, ft, time.Since(start))
 	return nil
-}
-
-// cleanOnSignal removes the file tmp and exits (130 for SIGINT, 143 for SIGTERM) when the
-// process is interrupted or terminated, until the returned function is called. gguf's writer
-// uses a predictable temporary name, so even a SIGKILL leaves at most one, replaced by the
-// next run.
-func cleanOnSignal(tmp string, stderr io.Writer) (stop func()) {
-	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() {
-		select {
-		case sig := <-ch:
-			os.Remove(tmp)
-			fmt.Fprintf(stderr, "\ngorun quantize: %v: stopped, %s removed\n", sig, tmp)
-			code := exitInterrupted
-			if sig == syscall.SIGTERM {
-				code = 128 + 15
-			}
-			os.Exit(code)
-		case <-done:
-		}
-	}()
-	return func() {
-		signal.Stop(ch)
-		close(done)
-	}
 }
 
 // calibrate gathers activation statistics of the input model on a text.
@@ -151,7 +124,7 @@ func calibrate(model, textFile string, threads, ctxLen int, stderr io.Writer) (m
 	return im.Weights(), nil
 }
 
-func printSizeTable(w io.Writer, rep llm.QuantizeReport, ft quant.FileType, took time.Duration) {
+func printSizeTable(w io.Writer, rep quantize.Report, ft quantize.FileType, took time.Duration) {
 	type row struct {
 		n     int
 		bytes int64

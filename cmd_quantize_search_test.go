@@ -8,9 +8,9 @@ import (
 	"testing"
 )
 
-// gorun quantize --search: fast writes a file of the same size with other bytes, full (the
-// default) the default bytes; bad values and --reference with fast are usage errors; -h
-// documents it.
+// gorun quantize --search: grid writes a file of the same size with other bytes (fast, its
+// former name, the same file), full (the default) the default bytes; bad values and
+// --reference with grid are usage errors; -h documents it.
 func TestQuantizeSearchFlag(t *testing.T) {
 	src := tinyFile(t)
 	dir := t.TempDir()
@@ -18,7 +18,8 @@ func TestQuantizeSearchFlag(t *testing.T) {
 	for _, c := range [][]string{
 		{"quantize", src, out("def.gguf"), "q4_0", "-t", "2"},
 		{"quantize", src, out("full.gguf"), "q4_0", "-t", "2", "--search", "full"},
-		{"quantize", src, out("fast.gguf"), "q4_0", "-t", "2", "--search=fast"},
+		{"quantize", src, out("grid.gguf"), "q4_0", "-t", "2", "--search=grid"},
+		{"quantize", src, out("fast.gguf"), "q4_0", "-t", "2", "--search", "fast"},
 	} {
 		if code, _, errs := gorun(c...); code != 0 {
 			t.Fatalf("gorun %q: exit %d: %s", c, code, errs)
@@ -26,22 +27,26 @@ func TestQuantizeSearchFlag(t *testing.T) {
 	}
 	def, _ := os.ReadFile(out("def.gguf"))
 	full, _ := os.ReadFile(out("full.gguf"))
+	grid, _ := os.ReadFile(out("grid.gguf"))
 	fast, _ := os.ReadFile(out("fast.gguf"))
 	if !bytes.Equal(def, full) {
 		t.Error("--search full differs from the default")
 	}
-	if len(fast) != len(full) || bytes.Equal(fast, full) {
-		t.Errorf("--search fast: %d bytes (full %d), identical %v", len(fast), len(full), bytes.Equal(fast, full))
+	if len(grid) != len(full) || bytes.Equal(grid, full) {
+		t.Errorf("--search grid: %d bytes (full %d), identical %v", len(grid), len(full), bytes.Equal(grid, full))
 	}
-	if code, _, errs := gorun("-m", out("fast.gguf"), "-p", "hi", "-n", "3", "--seed", "1"); code != 0 {
-		t.Errorf("the fast-searched model does not run: %s", errs)
+	if !bytes.Equal(fast, grid) {
+		t.Error("--search fast differs from --search grid")
+	}
+	if code, _, errs := gorun("-m", out("grid.gguf"), "-p", "hi", "-n", "3", "--seed", "1"); code != 0 {
+		t.Errorf("the grid-searched model does not run: %s", errs)
 	}
 	for _, c := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"quantize", src, out("x.gguf"), "q4_0", "--search", "quick"}, "unknown search"},
-		{[]string{"quantize", src, out("x.gguf"), "q4_0", "--search", "fast", "--reference"}, "do not mix"},
+		{[]string{"quantize", src, out("x.gguf"), "q4_0", "--search", "grid", "--reference"}, "do not mix"},
 	} {
 		code, _, errs := gorun(c.args...)
 		if code != 2 || !strings.Contains(errs, c.want) {
@@ -49,7 +54,7 @@ func TestQuantizeSearchFlag(t *testing.T) {
 		}
 	}
 	_, stdout, stderr := gorun("quantize", "-h")
-	if help := stdout + stderr; !strings.Contains(help, "-search") || !strings.Contains(help, "fast") {
+	if help := stdout + stderr; !strings.Contains(help, "-search") || !strings.Contains(help, "grid") {
 		t.Errorf("quantize -h does not document --search: %q", help)
 	}
 }

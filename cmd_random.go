@@ -7,6 +7,7 @@ import (
 
 	"github.com/gorun-dev/gorun/internal/testmodel"
 	"github.com/gorun-dev/gorun/quant"
+	"github.com/gorun-dev/gorun/quantize"
 )
 
 func cmdRandomModel(args []string, stdout, stderr io.Writer) error {
@@ -47,11 +48,11 @@ func cmdRandomModel(args []string, stdout, stderr io.Writer) error {
 
 // fileTypeName names a general.file_type value as llama.cpp does.
 func fileTypeName(v uint64) string {
-	switch quant.FileType(v) {
-	case quant.FileAllF32:
+	switch quantize.FileType(v) {
+	case quantize.FileAllF32:
 		return "all F32"
-	case quant.FileF16:
+	case quantize.FileF16:
 		return "F16"
 	}
-	return quant.FileType(v).String()
+	return quantize.FileType(v).String()
 }

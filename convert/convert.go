@@ -16,8 +16,8 @@ import (
 	"strings"
 
 	"github.com/gorun-dev/gorun/gguf"
-	"github.com/gorun-dev/gorun/llm"
 	"github.com/gorun-dev/gorun/quant"
+	"github.com/gorun-dev/gorun/quantize"
 	"github.com/gorun-dev/gorun/safetensors"
 )
 
@@ -26,7 +26,7 @@ type Options struct {
 	// OutType is the output's type: "f32", "f16" (the default, as llama.cpp's), "bf16", "q8_0"
 	// (all four written as llama.cpp's converter writes them), "auto" (f16 when the first
 	// tensor is F16, else bf16, as llama.cpp chooses), or any other `gorun quantize` recipe
-	// (q4_k_m, ...), applied by llm.Quantize to a float32 conversion.
+	// (q4_k_m, ...), applied by quantize.File to a float32 conversion.
 	OutType string
 	// Name sets general.name; empty derives it (and basename, size label, ...) from the
 	// config's _name_or_path and the directory's name as llama.cpp does.
@@ -36,24 +36,24 @@ type Options struct {
 	ModelID string
 	// Threads quantize (recipes other than f32/f16/bf16); <= 0: one per core.
 	Threads int
-	// Reference makes the recipes applied by llm.Quantize use llama.cpp's reference quantizers.
+	// Reference makes the recipes applied by quantize.File use llama.cpp's reference quantizers.
 	Reference bool
 	// Progress is called after each tensor is written, with bytes done and total.
 	Progress func(done, total int64, name string)
-	// QuantizeProgress is passed to llm.Quantize for the quantized recipes.
-	QuantizeProgress func(done, total int64, t llm.TensorReport)
+	// QuantizeProgress is passed to quantize.File for the quantized recipes.
+	QuantizeProgress func(done, total int64, t quantize.TensorReport)
 }
 
 // Report says what Convert wrote.
 type Report struct {
 	OutType   string
-	FileType  quant.FileType
+	FileType  quantize.FileType
 	Tensors   int
 	Params    int64 // elements of the written tensors (output.weight's copy included)
 	FileBytes int64
 	Tokenizer string // the files the vocabulary came from
 	Name      string
-	Quantize  *llm.QuantizeReport
+	Quantize  *quantize.Report
 }
 
 // hparams are the config.json values a GPT-2 needs.
@@ -347,22 +347,22 @@ func Convert(dir, out string, opts Options) (Report, error) {
 		outType = "f16"
 	}
 	var direct quant.Type
-	var recipe quant.FileType
+	var recipe quantize.FileType
 	quantized := false
 	switch outType {
 	case "f32":
-		direct, recipe = quant.F32, quant.FileAllF32
+		direct, recipe = quant.F32, quantize.FileAllF32
 	case "f16":
-		direct, recipe = quant.F16, quant.FileF16
+		direct, recipe = quant.F16, quantize.FileF16
 	case "bf16":
-		direct, recipe = quant.BF16, quant.FileBF16
+		direct, recipe = quant.BF16, quantize.FileBF16
 	case "q8_0": // written directly, as llama.cpp's converter does (its numpy Q8_0 is ggml's reference)
-		direct, recipe = quant.Q8_0, quant.FileQ8_0
+		direct, recipe = quant.Q8_0, quantize.FileQ8_0
 	case "auto":
 	default:
-		ft, err := quant.ParseFileType(outType)
+		ft, err := quantize.ParseFileType(outType)
 		if err != nil {
-			return rep, fmt.Errorf("--outtype %q: want f32, f16, bf16, auto or a quantize recipe (%s)", opts.OutType, strings.Join(quant.FileTypeNames(), ", "))
+			return rep, fmt.Errorf("--outtype %q: want f32, f16, bf16, auto or a quantize recipe (%s)", opts.OutType, strings.Join(quantize.FileTypeNames(), ", "))
 		}
 		recipe, quantized = ft, true
 		direct = quant.F32 // quantized from an exact float32 intermediate
@@ -396,9 +396,9 @@ func Convert(dir, out string, opts Options) (Report, error) {
 	}
 	if outType == "auto" {
 		if ck.Tensors[0].DType == safetensors.F16 { // the first tensor read, as llama.cpp looks
-			outType, direct, recipe = "f16", quant.F16, quant.FileF16
+			outType, direct, recipe = "f16", quant.F16, quantize.FileF16
 		} else {
-			outType, direct, recipe = "bf16", quant.BF16, quant.FileBF16
+			outType, direct, recipe = "bf16", quant.BF16, quantize.FileBF16
 		}
 	}
 	rep.OutType, rep.FileType = outType, recipe
@@ -431,7 +431,7 @@ func Convert(dir, out string, opts Options) (Report, error) {
 	rep.Name = meta.name
 	fileType := recipe
 	if quantized {
-		fileType = quant.FileAllF32
+		fileType = quantize.FileAllF32
 	}
 	if err := setMetadata(w, h, meta, v, fileType); err != nil {
 		return rep, err
@@ -460,7 +460,7 @@ func Convert(dir, out string, opts Options) (Report, error) {
 	}
 	if quantized {
 		ck.Close()
-		qr, err := llm.Quantize(dst, out, llm.QuantizeOptions{FileType: recipe, Threads: opts.Threads,
+		qr, err := quantize.File(dst, out, quantize.Options{FileType: recipe, Threads: opts.Threads,
 			Reference: opts.Reference, Progress: opts.QuantizeProgress})
 		if err != nil {
 			return rep, err
@@ -475,7 +475,7 @@ func Convert(dir, out string, opts Options) (Report, error) {
 
 // setMetadata writes the keys in llama.cpp's order: general.*, the hyperparameters, the
 // tokenizer, and general.quantization_version last.
-func setMetadata(w *gguf.Writer, h hparams, m modelMeta, v *vocab, ft quant.FileType) error {
+func setMetadata(w *gguf.Writer, h hparams, m modelMeta, v *vocab, ft quantize.FileType) error {
 	type kv struct {
 		k string
 		v any

@@ -16,6 +16,7 @@ import (
 	"github.com/gorun-dev/gorun/gguf"
 	"github.com/gorun-dev/gorun/llm"
 	"github.com/gorun-dev/gorun/quant"
+	"github.com/gorun-dev/gorun/quantize"
 	"github.com/gorun-dev/gorun/safetensors"
 )
 
@@ -261,9 +262,9 @@ func TestConvertFromVocabJSONAndMerges(t *testing.T) {
 }
 
 // --outtype q8_0 is written directly, as llama.cpp's converter writes it: its order and
-// metadata, matrices Q8_0 with ggml's reference bytes (the same as llm.Quantize's reference
+// metadata, matrices Q8_0 with ggml's reference bytes (the same as quantize.File's reference
 // Q8_0 of the float32 conversion), the rest F32; the model loads. Another recipe (q4_0) goes
-// through llm.Quantize and leaves no intermediate file.
+// through quantize.File and leaves no intermediate file.
 func TestConvertQ8_0(t *testing.T) {
 	dir := microDir(t)
 	tmp := t.TempDir()
@@ -272,13 +273,13 @@ func TestConvertQ8_0(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.FileType != quant.FileQ8_0 || rep.Quantize != nil {
+	if rep.FileType != quantize.FileQ8_0 || rep.Quantize != nil {
 		t.Fatalf("report %+v", rep)
 	}
 	if _, err := Convert(dir, f32, Options{OutType: "f32"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := llm.Quantize(f32, ref, llm.QuantizeOptions{FileType: quant.FileQ8_0, Reference: true, Threads: 2}); err != nil {
+	if _, err := quantize.File(f32, ref, quantize.Options{FileType: quantize.FileQ8_0, Reference: true, Threads: 2}); err != nil {
 		t.Fatal(err)
 	}
 	f, err := gguf.Open(out)
@@ -291,7 +292,7 @@ func TestConvertQ8_0(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	if ft, _ := f.Uint("general.file_type"); ft != uint64(quant.FileQ8_0) {
+	if ft, _ := f.Uint("general.file_type"); ft != uint64(quantize.FileQ8_0) {
 		t.Errorf("file type %d", ft)
 	}
 	got, _ := describe(t, out)
@@ -309,7 +310,7 @@ func TestConvertQ8_0(t *testing.T) {
 		}
 		rt := r.Tensor(ti.Name)
 		if ti.Type != want || rt == nil || rt.Type != ti.Type || !bytes.Equal(f.Data(&f.Tensors[i]), r.Data(rt)) {
-			t.Errorf("%s is %v, want %v and llm.Quantize's bytes", ti.Name, ti.Type, want)
+			t.Errorf("%s is %v, want %v and quantize.File's bytes", ti.Name, ti.Type, want)
 		}
 	}
 	m, err := llm.Load(out, llm.Options{Threads: 2})
@@ -320,7 +321,7 @@ func TestConvertQ8_0(t *testing.T) {
 
 	km := filepath.Join(tmp, "k.gguf")
 	rep, err = Convert(dir, km, Options{OutType: "q4_0", Threads: 2, Reference: true})
-	if err != nil || rep.Quantize == nil || rep.FileType != quant.FileQ4_0 {
+	if err != nil || rep.Quantize == nil || rep.FileType != quantize.FileQ4_0 {
 		t.Fatalf("q4_0: %+v, %v", rep, err)
 	}
 	if _, err := os.Stat(km + ".f32.tmp"); !os.IsNotExist(err) {

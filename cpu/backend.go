@@ -10,6 +10,7 @@ import (
 
 	"github.com/gorun-dev/gorun/cpu/kernels"
 	"github.com/gorun-dev/gorun/graph"
+	"github.com/gorun-dev/gorun/internal/osutil"
 	"github.com/gorun-dev/gorun/quant"
 )
 
@@ -65,8 +66,9 @@ func New(threads int) *Backend {
 	return b
 }
 
-// DefaultThreads is the number of threads used when none is asked for.
-func DefaultThreads() int { return max(1, physicalCores()) }
+// DefaultThreads is the number of threads used when none is asked for: one per physical core
+// (osutil.DefaultThreads).
+func DefaultThreads() int { return osutil.DefaultThreads() }
 
 // Threads is the number of threads the backend runs.
 func (b *Backend) Threads() int { return b.threads }

@@ -14,6 +14,7 @@ import (
 	"github.com/gorun-dev/gorun/internal/fixtures"
 	"github.com/gorun-dev/gorun/internal/testmodel"
 	"github.com/gorun-dev/gorun/quant"
+	"github.com/gorun-dev/gorun/quantize"
 )
 
 // batchInvariantRecipes are the weight types whose matrix products the CPU backend computes
@@ -33,12 +34,12 @@ func TestBatchedStepBitIdentical(t *testing.T) {
 	}
 	files := map[string]string{"f32": base}
 	for _, recipe := range batchInvariantRecipes {
-		ft, err := quant.ParseFileType(recipe)
+		ft, err := quantize.ParseFileType(recipe)
 		if err != nil {
 			t.Fatal(err)
 		}
 		p := filepath.Join(dir, "tiny-"+recipe+".gguf")
-		if _, err := Quantize(base, p, QuantizeOptions{FileType: ft, Threads: 2}); err != nil {
+		if _, err := quantize.File(base, p, quantize.Options{FileType: ft, Threads: 2}); err != nil {
 			t.Fatal(err)
 		}
 		files[recipe] = p

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/gorun-dev/gorun/internal/testmodel"
-	"github.com/gorun-dev/gorun/quant"
+	"github.com/gorun-dev/gorun/quantize"
 )
 
 var (
@@ -53,13 +53,13 @@ func benchModel(b *testing.B) *Model {
 		if benchErr = testmodel.Write(benchPath, c); benchErr != nil || *benchRecipe == "f16" {
 			return
 		}
-		ft, err := quant.ParseFileType(*benchRecipe)
+		ft, err := quantize.ParseFileType(*benchRecipe)
 		if err != nil {
 			benchErr = err
 			return
 		}
 		q := filepath.Join(dir, *benchShape+"-"+*benchRecipe+".gguf")
-		if _, benchErr = Quantize(benchPath, q, QuantizeOptions{FileType: ft, Reference: true}); benchErr == nil {
+		if _, benchErr = quantize.File(benchPath, q, quantize.Options{FileType: ft, Reference: true}); benchErr == nil {
 			benchPath = q
 		}
 	})

@@ -13,6 +13,7 @@ import (
 	"github.com/gorun-dev/gorun/gguf"
 	"github.com/gorun-dev/gorun/internal/testmodel"
 	"github.com/gorun-dev/gorun/quant"
+	"github.com/gorun-dev/gorun/quantize"
 )
 
 // fuzzSeed is a valid tiny model split where the fuzzer works on it: the header (magic,
@@ -47,7 +48,7 @@ func loadFuzzSeeds(dir string) ([]fuzzSeed, error) {
 			paths = append(paths, p)
 		}
 		q := filepath.Join(dir, "seedq.gguf")
-		if _, fuzzSeedsErr = Quantize(paths[0], q, QuantizeOptions{FileType: quant.FileQ8_0, Threads: 1, Pure: true}); fuzzSeedsErr != nil {
+		if _, fuzzSeedsErr = quantize.File(paths[0], q, quantize.Options{FileType: quantize.FileQ8_0, Threads: 1, Pure: true}); fuzzSeedsErr != nil {
 			return
 		}
 		for _, p := range append(paths, q) {
@@ -124,7 +125,7 @@ func exerciseModel(t *testing.T, b []byte, dir string) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "out.gguf")
-	if _, err := Quantize(in, out, QuantizeOptions{FileType: quant.FileQ8_0, Threads: 1}); err == nil {
+	if _, err := quantize.File(in, out, quantize.Options{FileType: quantize.FileQ8_0, Threads: 1}); err == nil {
 		if st, err := os.Stat(out); err == nil && st.Size() > 4*int64(len(b))+1<<20 {
 			t.Fatalf("quantizing %d bytes wrote %d", len(b), st.Size())
 		}

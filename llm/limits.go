@@ -3,7 +3,6 @@ package llm
 import (
 	"errors"
 	"fmt"
-	"runtime"
 
 	"github.com/gorun-dev/gorun/gguf"
 	"github.com/gorun-dev/gorun/graph"
@@ -16,17 +15,9 @@ import (
 // ErrOutOfMemory is wrapped when a model and its context need more memory than the limit.
 var ErrOutOfMemory = errors.New("not enough memory")
 
-// MaxThreads is the most threads Load and Quantize accept: four per CPU the system reports,
-// and never more than 512. Each thread is a goroutine with its own scratch memory, and more
-// threads than cores only slow the lockstep barriers down.
-func MaxThreads() int { return min(4*runtime.NumCPU(), 512) }
-
-func checkThreads(n int) error {
-	if n > MaxThreads() {
-		return fmt.Errorf("%d threads: at most %d on this machine (4 per CPU, and 512)", n, MaxThreads())
-	}
-	return nil
-}
+// MaxThreads is the most threads Load accepts (osutil.MaxThreads: four per CPU the system
+// reports, and never more than 512).
+func MaxThreads() int { return osutil.MaxThreads() }
 
 // checkFile refuses, before anything is built from the file, what would make the model fail
 // later or cost memory out of proportion to it: weight types the backend cannot compute with,

@@ -21,6 +21,7 @@ import (
 	"github.com/gorun-dev/gorun/cpu"
 	"github.com/gorun-dev/gorun/gguf"
 	"github.com/gorun-dev/gorun/graph"
+	"github.com/gorun-dev/gorun/internal/osutil"
 	"github.com/gorun-dev/gorun/models"
 	"github.com/gorun-dev/gorun/tokenizer"
 )
@@ -91,7 +92,7 @@ func Load(path string, opts Options) (*Model, error) {
 
 func newModel(f *gguf.File, opts Options) (*Model, error) {
 	if opts.Backend == nil {
-		if err := checkThreads(opts.Threads); err != nil {
+		if err := osutil.CheckThreads(opts.Threads); err != nil {
 			return nil, err
 		}
 	}

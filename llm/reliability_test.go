@@ -14,6 +14,7 @@ import (
 	"github.com/gorun-dev/gorun/gguf"
 	"github.com/gorun-dev/gorun/internal/testmodel"
 	"github.com/gorun-dev/gorun/quant"
+	"github.com/gorun-dev/gorun/quantize"
 )
 
 func heapAllocs() uint64 {
@@ -201,7 +202,7 @@ func TestThreadCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	bounded(t, "refusing", 2*time.Second, 16<<20, func() {
-		_, err = Quantize(path, filepath.Join(t.TempDir(), "q.gguf"), QuantizeOptions{FileType: quant.FileQ8_0, Threads: 2000000})
+		_, err = quantize.File(path, filepath.Join(t.TempDir(), "q.gguf"), quantize.Options{FileType: quantize.FileQ8_0, Threads: 2000000})
 	})
 	if err == nil || !strings.Contains(err.Error(), "2000000 threads: at most") {
 		t.Fatal(err)
@@ -294,7 +295,7 @@ func TestQuantizeHugeAlignment(t *testing.T) {
 	}
 	var err error
 	bounded(t, "quantize", 2*time.Second, 1<<20, func() {
-		_, err = Quantize(in, out, QuantizeOptions{FileType: quant.FileQ8_0, Threads: 1})
+		_, err = quantize.File(in, out, quantize.Options{FileType: quantize.FileQ8_0, Threads: 1})
 	})
 	if err == nil || !strings.Contains(err.Error(), "general.alignment is 2147483648, must be a power of two of at most 1048576") {
 		t.Fatal(err)

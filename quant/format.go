@@ -1,6 +1,9 @@
 package quant
 
-import "fmt"
+import (
+	"encoding/binary"
+	"fmt"
+)
 
 // Format holds the row kernels of one element type. A row is n elements, n a multiple of the
 // type's block size, stored in exactly RowSize(n) bytes. The functions are plain Go; SIMD
@@ -16,18 +19,15 @@ type Format struct {
 	// input as an error.
 	Quantize func(dst []byte, src []float32) error
 
-	// QuantizeBetter stores src in dst in the same format as Quantize, choosing scales and
-	// rounding to minimize the weighted squared error sum_j w_j (src_j - stored_j)^2, where w is
-	// importance (per element of src, typically the mean square of the activations that meet
-	// each weight column; nil means a default weighting). nil when the type has no such
-	// quantizer; callers then use Quantize.
-	QuantizeBetter func(dst []byte, src []float32, importance []float32) error
-
-	// QuantizeFast is QuantizeBetter with a faster, less thorough search (SearchFast: a grid
-	// of candidate scales instead of complete sweeps); its bytes differ from QuantizeBetter's.
-	// Its blocks are never worse than Quantize's under the same weighted error. nil exactly
-	// when QuantizeBetter is.
-	QuantizeFast func(dst []byte, src []float32, importance []float32) error
+	// QuantizeSearch stores src in dst in the same format as Quantize, searching for the scales
+	// and rounding that minimize the weighted squared error sum_j w_j (src_j - stored_j)^2,
+	// where w is importance (per element of src, typically the mean square of the activations
+	// that meet each weight column; nil means a default weighting). s is how thoroughly it
+	// searches (SearchFull, the zero value: complete sweeps, the pinned bytes; SearchGrid: a
+	// grid of candidate scales, several times faster, other bytes). Every block is compared with
+	// Quantize's, which is kept when it is no worse under the same weighted error. nil when the
+	// type has no such quantizer; callers then use Quantize.
+	QuantizeSearch func(dst []byte, src, importance []float32, s Search) error
 
 	// DotF32 returns the dot product of the row w (this type) with the float32 vector x,
 	// dequantizing on the fly: the exact path, used where float32 activations are wanted.
@@ -61,4 +61,31 @@ func FormatOf(t Type) (*Format, error) {
 		return nil, fmt.Errorf("unknown tensor type %d", uint32(t))
 	}
 	return nil, fmt.Errorf("tensor type %v is not supported", t)
+}
+
+// ScalesFinite reports whether every block of a row of type t has finite float16 scales
+// (and mins), reading only those fields; known is false for the types it does not cover. For
+// the covered types a block's values are its scales times bounded integers, so they are all
+// finite exactly when its scales are: a cheaper check than dequantizing the row.
+func ScalesFinite(t Type, row []byte) (finite, known bool) {
+	var offs []int
+	switch t {
+	case Q4_0, Q5_0, Q8_0:
+		offs = []int{0}
+	case Q4_1, Q5_1, Q4_K, Q5_K:
+		offs = []int{0, 2}
+	case Q6_K:
+		offs = []int{208}
+	default:
+		return false, false
+	}
+	size := t.TypeSize()
+	for b := 0; b+size <= len(row); b += size {
+		for _, o := range offs {
+			if binary.LittleEndian.Uint16(row[b+o:])&0x7c00 == 0x7c00 {
+				return false, true
+			}
+		}
+	}
+	return true, true
 }

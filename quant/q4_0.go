@@ -5,7 +5,7 @@ package quant
 // the high nibble.
 
 func init() {
-	register(&Format{Type: Q4_0, Dequantize: dequantQ4_0, Quantize: quantQ4_0, QuantizeBetter: betterQ4_0, QuantizeFast: fastQ4_0,
+	register(&Format{Type: Q4_0, Dequantize: dequantQ4_0, Quantize: quantQ4_0, QuantizeSearch: searchQ4_0,
 		DotF32: dotQ4_0, VecDotType: Q8_0, VecDot: vecDotQ4_0})
 }
 

@@ -5,7 +5,7 @@ package quant
 // Layout (20 bytes): d f16 | m f16 | qs [16]byte (value j low nibble, j+16 high nibble).
 
 func init() {
-	register(&Format{Type: Q4_1, Dequantize: dequantQ4_1, Quantize: quantQ4_1, QuantizeBetter: betterQ4_1, QuantizeFast: fastQ4_1,
+	register(&Format{Type: Q4_1, Dequantize: dequantQ4_1, Quantize: quantQ4_1, QuantizeSearch: searchQ4_1,
 		DotF32: dotQ4_1, VecDotType: Q8_1, VecDot: vecDotQ4_1})
 }
 

@@ -7,7 +7,7 @@ package quant
 // qs [128]byte: values 64c+l (low nibble) and 64c+32+l (high nibble) in qs[32c+l].
 
 func init() {
-	register(&Format{Type: Q4_K, Dequantize: dequantQ4_K, Quantize: quantQ4_K, QuantizeBetter: betterQ4_K, QuantizeFast: fastQ4_K,
+	register(&Format{Type: Q4_K, Dequantize: dequantQ4_K, Quantize: quantQ4_K, QuantizeSearch: searchQ4_K,
 		DotF32: dotQ4_K, VecDotType: Q8_K, VecDot: vecDotQ4_K})
 }
 

@@ -7,7 +7,7 @@ import "encoding/binary"
 // value j in the low nibble of qs[j], value j+16 in the high nibble).
 
 func init() {
-	register(&Format{Type: Q5_0, Dequantize: dequantQ5_0, Quantize: quantQ5_0, QuantizeBetter: betterQ5_0, QuantizeFast: fastQ5_0,
+	register(&Format{Type: Q5_0, Dequantize: dequantQ5_0, Quantize: quantQ5_0, QuantizeSearch: searchQ5_0,
 		DotF32: dotQ5_0, VecDotType: Q8_0, VecDot: vecDotQ5_0})
 }
 

@@ -7,7 +7,7 @@ import "encoding/binary"
 // Layout (24 bytes): d f16 | m f16 | qh uint32 | qs [16]byte, bits as in Q5_0.
 
 func init() {
-	register(&Format{Type: Q5_1, Dequantize: dequantQ5_1, Quantize: quantQ5_1, QuantizeBetter: betterQ5_1, QuantizeFast: fastQ5_1,
+	register(&Format{Type: Q5_1, Dequantize: dequantQ5_1, Quantize: quantQ5_1, QuantizeSearch: searchQ5_1,
 		DotF32: dotQ5_1, VecDotType: Q8_1, VecDot: vecDotQ5_1})
 }
 

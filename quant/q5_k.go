@@ -6,7 +6,7 @@ package quant
 // value 64c+32+l the high nibble and bit 2c+1.
 
 func init() {
-	register(&Format{Type: Q5_K, Dequantize: dequantQ5_K, Quantize: quantQ5_K, QuantizeBetter: betterQ5_K, QuantizeFast: fastQ5_K,
+	register(&Format{Type: Q5_K, Dequantize: dequantQ5_K, Quantize: quantQ5_K, QuantizeSearch: searchQ5_K,
 		DotF32: dotQ5_K, VecDotType: Q8_K, VecDot: vecDotQ5_K})
 }
 

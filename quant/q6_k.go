@@ -8,7 +8,7 @@ package quant
 // its scale is scales[8h+2k+l/16].
 
 func init() {
-	register(&Format{Type: Q6_K, Dequantize: dequantQ6_K, Quantize: quantQ6_K, QuantizeBetter: betterQ6_K, QuantizeFast: fastQ6_K,
+	register(&Format{Type: Q6_K, Dequantize: dequantQ6_K, Quantize: quantQ6_K, QuantizeSearch: searchQ6_K,
 		DotF32: dotQ6_K, VecDotType: Q8_K, VecDot: vecDotQ6_K})
 }
 

@@ -4,7 +4,7 @@ package quant
 // Layout (34 bytes): d f16 | qs [32]int8.
 
 func init() {
-	register(&Format{Type: Q8_0, Dequantize: dequantQ8_0, Quantize: quantQ8_0, QuantizeBetter: betterQ8_0, QuantizeFast: fastQ8_0,
+	register(&Format{Type: Q8_0, Dequantize: dequantQ8_0, Quantize: quantQ8_0, QuantizeSearch: searchQ8_0,
 		DotF32: dotQ8_0, VecDotType: Q8_0, VecDot: vecDotQ8_0})
 }
 

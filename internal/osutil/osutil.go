@@ -1,6 +1,7 @@
 // Package osutil holds the operating-system details gorun's commands and loaders share: opening
 // input files so that a FIFO or a device cannot block or stream forever, reading them with a
-// size bound, syncing a directory after a rename, and how much memory the machine has.
+// size bound, syncing a directory after a rename, how much memory the machine has, and how
+// many threads to compute with.
 package osutil
 
 import (

@@ -1,9 +1,11 @@
-package quant
+package quantize
 
 import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/gorun-dev/gorun/quant"
 )
 
 // FileType is llama.cpp's llama_ftype: the quantization recipe a whole model file was made with,
@@ -30,22 +32,22 @@ const (
 var fileTypes = []struct {
 	ft   FileType
 	name string
-	typ  Type
+	typ  quant.Type
 	desc string
 }{
-	{FileAllF32, "F32", F32, "float32, no quantization"},
-	{FileF16, "F16", F16, "float16"},
-	{FileBF16, "BF16", BF16, "bfloat16"},
-	{FileQ8_0, "Q8_0", Q8_0, "8.50 bits per weight"},
-	{FileQ4_0, "Q4_0", Q4_0, "4.50 bpw; output.weight Q6_K"},
-	{FileQ4_1, "Q4_1", Q4_1, "5.00 bpw; output.weight Q6_K"},
-	{FileQ5_0, "Q5_0", Q5_0, "5.50 bpw; output.weight Q6_K"},
-	{FileQ5_1, "Q5_1", Q5_1, "6.00 bpw; output.weight Q6_K"},
-	{FileQ4_K_S, "Q4_K_S", Q4_K, "Q4_K; ffn_down of the first 1/8 of layers Q5_K; output.weight Q6_K"},
-	{FileQ4_K_M, "Q4_K_M", Q4_K, "Q4_K; attn_qkv Q5_K; ffn_down Q6_K in about half the layers; output.weight Q6_K"},
-	{FileQ5_K_S, "Q5_K_S", Q5_K, "Q5_K; output.weight Q6_K"},
-	{FileQ5_K_M, "Q5_K_M", Q5_K, "Q5_K; attn_qkv Q6_K; ffn_down Q6_K in about half the layers; output.weight Q6_K"},
-	{FileQ6_K, "Q6_K", Q6_K, "6.56 bpw"},
+	{FileAllF32, "F32", quant.F32, "float32, no quantization"},
+	{FileF16, "F16", quant.F16, "float16"},
+	{FileBF16, "BF16", quant.BF16, "bfloat16"},
+	{FileQ8_0, "Q8_0", quant.Q8_0, "8.50 bits per weight"},
+	{FileQ4_0, "Q4_0", quant.Q4_0, "4.50 bpw; output.weight Q6_K"},
+	{FileQ4_1, "Q4_1", quant.Q4_1, "5.00 bpw; output.weight Q6_K"},
+	{FileQ5_0, "Q5_0", quant.Q5_0, "5.50 bpw; output.weight Q6_K"},
+	{FileQ5_1, "Q5_1", quant.Q5_1, "6.00 bpw; output.weight Q6_K"},
+	{FileQ4_K_S, "Q4_K_S", quant.Q4_K, "Q4_K; ffn_down of the first 1/8 of layers Q5_K; output.weight Q6_K"},
+	{FileQ4_K_M, "Q4_K_M", quant.Q4_K, "Q4_K; attn_qkv Q5_K; ffn_down Q6_K in about half the layers; output.weight Q6_K"},
+	{FileQ5_K_S, "Q5_K_S", quant.Q5_K, "Q5_K; output.weight Q6_K"},
+	{FileQ5_K_M, "Q5_K_M", quant.Q5_K, "Q5_K; attn_qkv Q6_K; ffn_down Q6_K in about half the layers; output.weight Q6_K"},
+	{FileQ6_K, "Q6_K", quant.Q6_K, "6.56 bpw"},
 }
 
 // fileTypeAliases are llama-quantize's other names for a recipe.
@@ -99,11 +101,11 @@ func (ft FileType) Describe() string {
 }
 
 // DefaultType is the type most tensors of the recipe get.
-func (ft FileType) DefaultType() Type {
+func (ft FileType) DefaultType() quant.Type {
 	for _, f := range fileTypes {
 		if f.ft == ft {
 			return f.typ
 		}
 	}
-	return F32
+	return quant.F32
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// refTestRows returns rows for comparing the fast reference copies with the reference code:
+// refTestRows returns rows for comparing the faster reference copies with the reference code:
 // the pinned rows and more random ones of several kinds and scales.
 func refTestRows() [][]float32 {
 	rows, _ := pinRows()
@@ -37,7 +37,7 @@ func refTestRows() [][]float32 {
 	return rows
 }
 
-func TestRefFastEqual(t *testing.T) {
+func TestRefCopiesEqual(t *testing.T) {
 	for _, asm := range []bool{false, true} {
 		if asm && !candAsmAvailable {
 			continue
@@ -45,36 +45,36 @@ func TestRefFastEqual(t *testing.T) {
 		t.Run(map[bool]string{false: "generic", true: "asm"}[asm], func(t *testing.T) {
 			defer func(v bool) { useCandAsm = v }(useCandAsm)
 			useCandAsm = asm
-			testRefFastEqual(t)
+			testRefCopiesEqual(t)
 		})
 	}
 }
 
-func testRefFastEqual(t *testing.T) {
+func testRefCopiesEqual(t *testing.T) {
 	for i, x := range refTestRows() {
 		for o := 0; o+QK_K <= len(x); o += QK_K {
 			xb := (*[QK_K]float32)(x[o:])
 			var want, got [sizeQ6_K]byte
 			quantBlockQ6_K(&want, xb)
-			fastBlockQ6_K(&got, xb)
+			refBlockQ6_K(&got, xb)
 			if !bytes.Equal(want[:], got[:]) {
-				t.Fatalf("Q6_K row %d block %d: fast reference differs", i, o/QK_K)
+				t.Fatalf("Q6_K row %d block %d: reference copy differs", i, o/QK_K)
 			}
 			for _, nmax := range []int32{15, 31} {
 				var want, got [sizeQ5_K]byte
 				quantBlockKx(want[:], xb, nmax)
-				fastBlockKx(got[:], xb, nmax)
+				refBlockKx(got[:], xb, nmax)
 				if !bytes.Equal(want[:], got[:]) {
-					t.Fatalf("nmax %d row %d block %d: fast reference differs", nmax, i, o/QK_K)
+					t.Fatalf("nmax %d row %d block %d: reference copy differs", nmax, i, o/QK_K)
 				}
 			}
 		}
 	}
 }
 
-// The fast candidate loops against ggml's, on many small groups of varied shapes (few
+// The reference copies' candidate loops against ggml's, on many small groups of varied shapes (few
 // distinct values, ties, one-sided, tiny).
-func TestRefFastGroups(t *testing.T) {
+func TestRefCopiesGroups(t *testing.T) {
 	for _, asm := range []bool{false, true} {
 		if asm && !candAsmAvailable {
 			continue
@@ -82,12 +82,12 @@ func TestRefFastGroups(t *testing.T) {
 		t.Run(map[bool]string{false: "generic", true: "asm"}[asm], func(t *testing.T) {
 			defer func(v bool) { useCandAsm = v }(useCandAsm)
 			useCandAsm = asm
-			testRefFastGroups(t)
+			testRefCopiesGroups(t)
 		})
 	}
 }
 
-func testRefFastGroups(t *testing.T) {
+func testRefCopiesGroups(t *testing.T) {
 	r := rand.New(rand.NewPCG(23, 24))
 	var x, w [32]float32
 	groups := 40000
@@ -128,23 +128,23 @@ func testRefFastGroups(t *testing.T) {
 		}{{15, -1, 20}, {31, -0.5, 15}} {
 			var L1, L2, aux [32]uint8
 			s1, m1 := makeQKX2Quants(p.nmax, x[:], w[:], L1[:], aux[:], p.rmin, 0.1, p.nstep, false)
-			s2, m2 := fastQKX2Quants(p.nmax, x[:], w[:], L2[:], p.rmin, 0.1, p.nstep)
+			s2, m2 := refQKX2Quants(p.nmax, x[:], w[:], L2[:], p.rmin, 0.1, p.nstep)
 			if s1 != s2 || m1 != m2 || L1 != L2 {
-				t.Fatalf("makeQKX2Quants nmax %d group %d: (%v, %v) vs fast (%v, %v)", p.nmax, it, s1, m1, s2, m2)
+				t.Fatalf("makeQKX2Quants nmax %d group %d: (%v, %v) vs copy (%v, %v)", p.nmax, it, s1, m1, s2, m2)
 			}
 		}
 		var Q1, Q2 [16]int8
 		for h := 0; h < 2; h++ {
 			s1 := makeQXQuants(32, x[16*h:16*h+16], Q1[:])
-			s2 := fastQXQuants(32, x[16*h:16*h+16], Q2[:])
+			s2 := refQXQuants(32, x[16*h:16*h+16], Q2[:])
 			if s1 != s2 || Q1 != Q2 {
-				t.Fatalf("makeQXQuants group %d: %v vs fast %v", it, s1, s2)
+				t.Fatalf("makeQXQuants group %d: %v vs copy %v", it, s1, s2)
 			}
 		}
 	}
 }
 
-func BenchmarkRefFast(b *testing.B) {
+func BenchmarkRefCopies(b *testing.B) {
 	rng := rand.New(rand.NewPCG(2, 2))
 	x := (*[QK_K]float32)(gaussRow(rng, QK_K, 0.02))
 	var q [sizeQ6_K]byte
@@ -153,9 +153,9 @@ func BenchmarkRefFast(b *testing.B) {
 		f    func()
 	}{
 		{"Q6_K/ref", func() { quantBlockQ6_K(&q, x) }},
-		{"Q6_K/fast", func() { fastBlockQ6_K(&q, x) }},
+		{"Q6_K/copy", func() { refBlockQ6_K(&q, x) }},
 		{"Q4_K/ref", func() { quantBlockKx(q[:], x, 15) }},
-		{"Q4_K/fast", func() { fastBlockKx(q[:], x, 15) }},
+		{"Q4_K/copy", func() { refBlockKx(q[:], x, 15) }},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			c0 := cpuNanos()

@@ -6,7 +6,7 @@ import "github.com/klauspost/cpuid/v2"
 
 // candAsmAvailable: candErr8AVX2 needs AVX2 (no FMA: its products and sums are unfused, like
 // the generic loop's as the Go compiler builds it for GOAMD64=v1 and v2; from v3 on, the
-// compiler fuses x*y+z in the generic loops, so the assembly is left out there: better_other.go).
+// compiler fuses x*y+z in the generic loops, so the assembly is left out there: search_other.go).
 var candAsmAvailable = cpuid.CPU.Supports(cpuid.AVX, cpuid.AVX2)
 
 //go:noescape

@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-// The fast search (QuantizeFast): its grid kernels equal their generic loops bit for bit, its
+// The grid search (SearchGrid): its grid kernels equal their generic loops bit for bit, its
 // blocks are valid and never worse than the reference block under the weighted error, and its
 // quality stays close to the full search's.
 
@@ -274,12 +274,12 @@ func TestRefQ4_0Tiers(t *testing.T) {
 // ScalesFinite agrees with dequantizing: finite scales exactly when every value is finite.
 func TestScalesFinite(t *testing.T) {
 	r := rand.New(rand.NewPCG(69, 70))
-	for _, ty := range betterTypes {
+	for _, ty := range searchTypes {
 		f, _ := FormatOf(ty)
 		for _, sc := range []float64{0.02, 1, 1e5, 1e9} {
 			x := gaussRow(r, 512, sc)
 			rs, _ := ty.RowSize(512)
-			for _, quantize := range []func([]byte, []float32) error{f.Quantize, func(q []byte, x []float32) error { return f.QuantizeFast(q, x, nil) }} {
+			for _, quantize := range []func([]byte, []float32) error{f.Quantize, func(q []byte, x []float32) error { return f.QuantizeSearch(q, x, nil, SearchGrid) }} {
 				q := make([]byte, rs)
 				if err := quantize(q, x); err != nil {
 					t.Fatal(err)
@@ -299,48 +299,18 @@ func TestScalesFinite(t *testing.T) {
 	}
 }
 
-// compareRowFast is compareRow for QuantizeFast.
-func compareRowFast(t *testing.T, ty Type, x, imp []float32) rowResult {
-	t.Helper()
-	f, _ := FormatOf(ty)
-	rs, _ := ty.RowSize(int64(len(x)))
-	ours, ref := make([]byte, rs), make([]byte, rs)
-	if err := f.QuantizeFast(ours, x, imp); err != nil {
-		t.Fatalf("%v: %v", ty, err)
-	}
-	if err := f.Quantize(ref, x); err != nil {
-		t.Fatalf("%v reference: %v", ty, err)
-	}
-	yo, yr := make([]float32, len(x)), make([]float32, len(x))
-	f.Dequantize(yo, ours)
-	f.Dequantize(yr, ref)
-	w := weightsOf(x, imp)
-	var res rowResult
-	bs := ty.BlockSize()
-	for i := 0; i < len(x); i += bs {
-		xb := x[i : i+bs]
-		eo, er := werr(xb, yo[i:i+bs], w[i:i+bs]), werr(xb, yr[i:i+bs], w[i:i+bs])
-		if eo > er {
-			res.worseBlocks++
-		}
-		res.wseOurs += eo
-		res.wseRef += er
-	}
-	return res
-}
-
-// No block of QuantizeFast is worse than the reference block under the weighted error, and
-// whole rows are better, on the rows TestBetterBeatsReference uses and on pinRows' edge cases.
-func TestFastBeatsReference(t *testing.T) {
+// No block of SearchGrid is worse than the reference block under the weighted error, and
+// whole rows are better, on the rows TestSearchBeatsReference uses and on pinRows' edge cases.
+func TestGridBeatsReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	const n, rows = 2048, 4
-	for _, ty := range betterTypes {
+	for _, ty := range searchTypes {
 		var tot rowResult
 		for row := 0; row < rows; row++ {
 			scale := 0.02 * math.Exp(r.NormFloat64())
 			for _, x := range [][]float32{gaussRow(r, n, scale), heavyRow(r, n, scale)} {
 				for _, imp := range [][]float32{nil, importanceRow(r, n)} {
-					res := compareRowFast(t, ty, x, imp)
+					res := compareRow(t, ty, x, imp, SearchGrid)
 					if res.worseBlocks > 0 {
 						t.Errorf("%v row %d: %d blocks have a larger weighted error than the reference's", ty, row, res.worseBlocks)
 					}
@@ -355,34 +325,34 @@ func TestFastBeatsReference(t *testing.T) {
 		t.Logf("%-5v weighted RMSE vs the reference %+.2f%%", ty, 100*(math.Sqrt(tot.wseOurs/tot.wseRef)-1))
 	}
 	rows2, imps := pinRows()
-	for _, ty := range betterTypes {
+	for _, ty := range searchTypes {
 		for i, x := range rows2[96:] { // the edge cases
 			if x[0] > 1e8 || x[0] < -1e8 || x[1] > 1e8 || x[1] < -1e8 {
-				continue // beyond float16: the scales saturate, only validity is asked (TestFastValid)
+				continue // beyond float16: the scales saturate, only validity is asked (TestGridValid)
 			}
-			if res := compareRowFast(t, ty, x, imps[96+i]); res.worseBlocks > 0 {
+			if res := compareRow(t, ty, x, imps[96+i], SearchGrid); res.worseBlocks > 0 {
 				t.Errorf("%v edge case %d: %d blocks worse than the reference", ty, i, res.worseBlocks)
 			}
 		}
 	}
 }
 
-// QuantizeFast's blocks are valid (finite scales and values; zeros stay zeros), it rejects
-// what QuantizeBetter rejects, and it allocates nothing per row.
-func TestFastValid(t *testing.T) {
+// SearchGrid's blocks are valid (finite scales and values; zeros stay zeros), it rejects
+// what SearchFull rejects, and it allocates nothing per row.
+func TestGridValid(t *testing.T) {
 	rows, imps := pinRows()
 	r := rand.New(rand.NewPCG(3, 4))
 	rows = append(rows, gaussRow(r, 1024, 1), heavyRow(r, 1024, 0.05))
 	imps = append(imps, nil, importanceRow(r, 1024))
-	for _, ty := range betterTypes {
+	for _, ty := range searchTypes {
 		f, _ := FormatOf(ty)
 		for i, x := range rows {
 			rs, _ := ty.RowSize(int64(len(x)))
 			q := make([]byte, rs)
-			if err := f.QuantizeFast(q, x, imps[i]); err != nil {
+			if err := f.QuantizeSearch(q, x, imps[i], SearchGrid); err != nil {
 				t.Fatalf("%v row %d: %v", ty, i, err)
 			}
-			y := checkBlocks(t, ty, q, len(x), "fast")
+			y := checkBlocks(t, ty, q, len(x), "grid")
 			zero := true
 			for _, v := range x {
 				zero = zero && v == 0
@@ -398,11 +368,11 @@ func TestFastValid(t *testing.T) {
 		for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1))} {
 			x := make([]float32, 256)
 			x[100] = bad
-			if err := f.QuantizeFast(q, x, nil); err == nil {
+			if err := f.QuantizeSearch(q, x, nil, SearchGrid); err == nil {
 				t.Errorf("%v: %v in the input accepted", ty, bad)
 			}
 		}
-		if err := f.QuantizeFast(q, make([]float32, 256), make([]float32, 255)); err == nil {
+		if err := f.QuantizeSearch(q, make([]float32, 256), make([]float32, 255), SearchGrid); err == nil {
 			t.Errorf("%v: importance of the wrong length accepted", ty)
 		}
 		x := heavyRow(r, 1024, 0.1)
@@ -410,32 +380,32 @@ func TestFastValid(t *testing.T) {
 		rs, _ = ty.RowSize(1024)
 		q = make([]byte, rs)
 		for _, im := range [][]float32{nil, imp} {
-			if a := testing.AllocsPerRun(5, func() { f.QuantizeFast(q, x, im) }); a != 0 {
+			if a := testing.AllocsPerRun(5, func() { f.QuantizeSearch(q, x, im, SearchGrid) }); a != 0 {
 				t.Errorf("%v: %v allocations per row", ty, a)
 			}
 		}
 	}
 }
 
-// The fast search stays close to the full one: on Gaussian and heavy-tailed rows its weighted
+// The grid search stays close to the full one: on Gaussian and heavy-tailed rows its weighted
 // RMSE is at most 1.5% (legacy types and Q6_K) or 3% (Q4_K, Q5_K, Q4_1, Q5_1) above the full
 // search's; measured on the trained fixture, 0.0-0.9% (SPEED.md).
-func TestFastCloseToFull(t *testing.T) {
+func TestGridCloseToFull(t *testing.T) {
 	r := rand.New(rand.NewPCG(9, 10))
 	var rows [][]float32
 	for range 6 {
 		rows = append(rows, gaussRow(r, 2048, 0.02), heavyRow(r, 2048, 0.02))
 	}
-	for _, ty := range betterTypes {
+	for _, ty := range searchTypes {
 		f, _ := FormatOf(ty)
-		var wFull, wFast float64
+		var wFull, wGrid float64
 		for _, x := range rows {
 			rs, _ := ty.RowSize(int64(len(x)))
 			a, b := make([]byte, rs), make([]byte, rs)
-			if err := f.QuantizeBetter(a, x, nil); err != nil {
+			if err := f.QuantizeSearch(a, x, nil, SearchFull); err != nil {
 				t.Fatal(err)
 			}
-			if err := f.QuantizeFast(b, x, nil); err != nil {
+			if err := f.QuantizeSearch(b, x, nil, SearchGrid); err != nil {
 				t.Fatal(err)
 			}
 			w := weightsOf(x, nil)
@@ -443,66 +413,54 @@ func TestFastCloseToFull(t *testing.T) {
 			f.Dequantize(ya, a)
 			f.Dequantize(yb, b)
 			wFull += werr(x, ya, w)
-			wFast += werr(x, yb, w)
+			wGrid += werr(x, yb, w)
 		}
-		rel := 100 * (math.Sqrt(wFast/wFull) - 1)
+		rel := 100 * (math.Sqrt(wGrid/wFull) - 1)
 		limit := 1.5
 		switch ty {
 		case Q4_K, Q5_K, Q4_1, Q5_1:
 			limit = 3
 		}
-		t.Logf("%-5v fast vs full weighted RMSE %+.2f%%", ty, rel)
+		t.Logf("%-5v grid vs full weighted RMSE %+.2f%%", ty, rel)
 		if rel > limit {
-			t.Errorf("%v: the fast search's weighted RMSE is %.2f%% above the full search's (limit %.1f%%)", ty, rel, limit)
+			t.Errorf("%v: the grid search's weighted RMSE is %.2f%% above the full search's (limit %.1f%%)", ty, rel, limit)
 		}
 	}
 }
 
-// The whole fast quantizers give the same bytes with and without the assembly.
-func TestFastTiers(t *testing.T) {
+// The whole grid-search quantizers give the same bytes with and without the assembly.
+func TestSearchGridTiers(t *testing.T) {
 	if !candAsmAvailable {
 		t.Skip("no assembly on this CPU or build")
 	}
 	rows, imps := pinRows()
 	defer func(c, g bool) { useCandAsm, useGridAsm = c, g }(useCandAsm, useGridAsm)
-	for _, ty := range betterTypes {
+	for _, ty := range searchTypes {
 		useCandAsm, useGridAsm = true, true
-		a := fastHash(t, ty, rows, imps)
+		a := searchHash(t, ty, rows, imps, SearchGrid)
 		useCandAsm, useGridAsm = false, false
-		g := fastHash(t, ty, rows, imps)
+		g := searchHash(t, ty, rows, imps, SearchGrid)
 		if a != g {
 			t.Errorf("%v: assembly hash %s, generic %s", ty, a, g)
 		}
 	}
 }
 
-func fastHash(t testing.TB, ty Type, rows, imps [][]float32) string {
-	return searchHash(t, ty, rows, imps, func(f *Format) quantizeFunc { return f.QuantizeFast })
-}
-
-// pinnedFast are the hashes of QuantizeFast's outputs on pinRows, as measured in SPEED.md
+// pinnedGrid are the hashes of SearchGrid's outputs on pinRows, as measured in SPEED.md
 // (the same with and without the assembly; like the full search's, they differ in GOAMD64=v3
 // builds, where the compiler fuses the shared weighting's and fits' multiply-adds): a change
-// to the fast search's bytes has to be deliberate, and measured again.
-var pinnedFast = map[Type]string{
+// to the grid search's bytes has to be deliberate, and measured again.
+var pinnedGrid = map[Type]string{
 	Q4_0: "e11619b614dc49e9", Q4_1: "c4f199e3fafdb403", Q5_0: "041f529ed51de162", Q5_1: "885f1c9d18c3f8dd",
 	Q8_0: "266959727326112e", Q4_K: "599fe25abebf9449", Q5_K: "42f3b08a70411cc0", Q6_K: "7e1cf4d11a2b8b38",
 }
 
-func TestFastPinned(t *testing.T) {
-	rows, imps := pinRows()
-	for _, ty := range betterTypes {
-		got := fastHash(t, ty, rows, imps)
-		if want := pinnedFast[ty]; got != want {
-			t.Errorf("%v: QuantizeFast's bytes changed: hash %s, pinned %s", ty, got, want)
-		}
-	}
-}
+func TestSearchGridPinned(t *testing.T) { testPinned(t, SearchGrid, pinnedGrid) }
 
-// BenchmarkFast measures QuantizeFast on BenchmarkBetter's row (one 768-value row of
+// BenchmarkSearchGrid measures SearchGrid on BenchmarkSearchFull's row (one 768-value row of
 // float16-valued Gaussian weights).
-func BenchmarkFast(b *testing.B) {
-	benchSearch(b, func(f *Format) quantizeFunc { return f.QuantizeFast })
+func BenchmarkSearchGrid(b *testing.B) {
+	benchSearch(b, SearchGrid)
 }
 
 func BenchmarkGrid(b *testing.B) {

@@ -13,7 +13,7 @@ import (
 // For every quantized tensor of llama.cpp's q8_0, q4_0 and q4_K_M files, quantizing the f16
 // source to the same type with gorun's default quantizer (no importance) gives either the same
 // bytes or a tensor whose plain RMSE against the f16 weights is lower than llama.cpp's.
-func TestFixtureBetterBeatsLlamaCpp(t *testing.T) {
+func TestFixtureSearchBeatsLlamaCpp(t *testing.T) {
 	if testing.Short() {
 		t.Skip("quantizes 3 models with the searching quantizers (several seconds)")
 	}
@@ -39,13 +39,13 @@ func TestFixtureBetterBeatsLlamaCpp(t *testing.T) {
 			x, rowLen := f16Source(t, src, ti.Name)
 			want := f.Data(ti)
 			fm, err := quant.FormatOf(ti.Type)
-			if err != nil || fm.QuantizeBetter == nil {
-				t.Fatalf("%s %s: no better quantizer for %v", fx, ti.Name, ti.Type)
+			if err != nil || fm.QuantizeSearch == nil {
+				t.Fatalf("%s %s: no searching quantizer for %v", fx, ti.Name, ti.Type)
 			}
 			ck := cacheKey{ti.Name, ti.Type}
 			got, ok := cache[ck]
 			if !ok {
-				got = quantizeBetterRows(t, fm, x, rowLen, len(want))
+				got = quantizeSearchRows(t, fm, quant.SearchFull, x, rowLen, len(want))
 				cache[ck] = got
 			}
 			k := key{fx, ti.Type}
@@ -94,9 +94,9 @@ func TestFixtureBetterBeatsLlamaCpp(t *testing.T) {
 	}
 }
 
-// quantizeBetterRows quantizes the rows of x with fm.QuantizeBetter (no importance) on all
-// cores.
-func quantizeBetterRows(t *testing.T, fm *quant.Format, x []float32, rowLen, size int) []byte {
+// quantizeSearchRows quantizes the rows of x with fm.QuantizeSearch and the search s (no
+// importance) on all cores.
+func quantizeSearchRows(t *testing.T, fm *quant.Format, s quant.Search, x []float32, rowLen, size int) []byte {
 	t.Helper()
 	out := make([]byte, size)
 	rows := len(x) / rowLen
@@ -109,7 +109,7 @@ func quantizeBetterRows(t *testing.T, fm *quant.Format, x []float32, rowLen, siz
 		go func() {
 			defer wg.Done()
 			for r := w; r < rows; r += workers {
-				if err := fm.QuantizeBetter(out[r*rs:(r+1)*rs], x[r*rowLen:(r+1)*rowLen], nil); err != nil {
+				if err := fm.QuantizeSearch(out[r*rs:(r+1)*rs], x[r*rowLen:(r+1)*rowLen], nil, s); err != nil {
 					errs[w] = err
 					return
 				}

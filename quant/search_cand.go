@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// Candidate errors, eight at a time. The better quantizers try several stored scales (and
+// Candidate errors, eight at a time. The searches try several stored scales (and
 // mins) for each group of values and keep the one with the smallest weighted error; candErr8
 // computes eight such errors in one pass over the values, each lane exactly as the scalar loop
 // computes one (subErrKx, subErrQ6, symStore):

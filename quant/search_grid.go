@@ -1,72 +1,26 @@
 package quant
 
-import (
-	"encoding/binary"
-	"fmt"
-	"math"
-)
+import "math"
 
-// The fast search (SearchFast, Format.QuantizeFast): QuantizeBetter's quantizers (better.go)
-// with cheaper searches, choosing among fewer candidates, measured in quant/SPEED.md:
+// The grid search (SearchGrid): the full search's quantizers (search.go) with cheaper
+// searches, choosing among fewer candidates, measured in quant/SPEED.md:
 //   - the symmetric fits (Q4_0, Q5_0, Q8_0, the Q6_K sub-blocks) try a grid of inverse scales
-//     (fastSymFit: for one or both signs of d, evenly over symFit's window), each scored by the
+//     (gridSymFit: for one or both signs of d, evenly over symFit's window), each scored by the
 //     least-squares error of its rounding, from float32 sums of the rounding residuals
 //     (symGrid: eight candidates per pass over the block); the float16 scale is then chosen
-//     among eight values around the fit (symStoreFast);
+//     among eight values around the fit (symStoreGrid);
 //   - the asymmetric fits (Q4_1, Q5_1, the Q4_K/Q5_K sub-blocks) try a grid over asymFit's
-//     offsets and window (fastAsymFit, asymGrid8), then alternate rounding and refitting;
+//     offsets and window (gridAsymFit, asymGrid8), then alternate rounding and refitting;
 //   - the K-quant super-blocks choose codes and refit their scales with the super-block
-//     transposed, one sub-block per float32 lane (better_fast_k.go), errors summed in float32;
+//     transposed, one sub-block per float32 lane (search_grid_kquants.go), errors summed in float32;
 //   - every block is still compared with the reference block, which is kept when it is no
-//     worse under the weighted error (keepBetter, keepBetterSym): no block is worse than
+//     worse under the weighted error (keepBest, keepBestSym): no block is worse than
 //     llama.cpp's by the measure minimized.
 //
-// The bytes differ from QuantizeBetter's. The grids' sizes (fastCfg) were chosen on the trained
+// The bytes differ from SearchFull's. The grids' sizes (gridCfg) were chosen on the trained
 // fixture (SPEED.md). Every kernel has a generic Go version doing the same float32 or float64
 // operations in the same order, unfused; the AVX2 versions equal them bit for bit (the Tiers
 // tests), so the bytes are the same with and without the assembly.
-
-// Search selects the search of the default (error-minimizing) quantizers.
-type Search uint8
-
-const (
-	// SearchFull sweeps every level assignment of a window of scales (QuantizeBetter; the
-	// pinned bytes).
-	SearchFull Search = iota
-	// SearchFast evaluates a grid of candidate scales (QuantizeFast): several times faster,
-	// different bytes, quality close to SearchFull's.
-	SearchFast
-)
-
-func (s Search) String() string {
-	switch s {
-	case SearchFull:
-		return "full"
-	case SearchFast:
-		return "fast"
-	}
-	return fmt.Sprintf("Search(%d)", uint8(s))
-}
-
-// ParseSearch reads a search's name ("full" or "fast").
-func ParseSearch(name string) (Search, error) {
-	switch name {
-	case "full":
-		return SearchFull, nil
-	case "fast":
-		return SearchFast, nil
-	}
-	return 0, fmt.Errorf("unknown search %q (want full or fast)", name)
-}
-
-// Quantizer returns f's error-minimizing quantizer with the given search (nil when the type
-// has none).
-func (f *Format) Quantizer(s Search) func(dst []byte, src, importance []float32) error {
-	if s == SearchFast {
-		return f.QuantizeFast
-	}
-	return f.QuantizeBetter
-}
 
 // roundMagic is 1.5*2^23: (y + roundMagic) - roundMagic rounds a float32 |y| < 2^22 to the
 // nearest integer, ties to even (nearestInt's trick, kept in floating point).
@@ -210,33 +164,33 @@ func asymGrid8(x, w []float32, s, m0 *[8]float32, hi float32, sums *[24]float32)
 	asymGrid8Generic(x, w, s, m0, hi, sums)
 }
 
-// useGridAsm selects the fast search's assembly kernels (as useCandAsm; tests switch it).
+// useGridAsm selects the grid search's assembly kernels (as useCandAsm; tests switch it).
 var useGridAsm = useCandAsm
 
-// fastCfg holds the fast search's grid sizes and refinement counts per type family.
-type fastCfg struct {
+// gridCfg holds the grid search's grid sizes and refinement counts per type family.
+type gridCfg struct {
 	symPerSign int // grid points per sign of d
 	symSigns   int // signs of d searched: 2, or 1 (the largest magnitude on the long side)
 	asymPoints int // grid points per offset (a multiple of 8 / offsets)
 	asymIters  int
 	kIters     int // K-quant super-scale refits (the full search: up to 3)
-	store      int // groups of 8 float16 scales tried around the fitted one (symStoreFast)
+	store      int // groups of 8 float16 scales tried around the fitted one (symStoreGrid)
 }
 
 var (
-	fastLegacy = fastCfg{symPerSign: 16, symSigns: 1, asymPoints: 16, asymIters: 2, store: 1}
-	fastQ8     = fastCfg{symPerSign: 12, symSigns: 2, store: 1}
-	fastK      = fastCfg{asymPoints: 24, asymIters: 2, kIters: 2}
-	fastQ6     = fastCfg{symPerSign: 16, symSigns: 2, kIters: 1}
+	gridLegacy = gridCfg{symPerSign: 16, symSigns: 1, asymPoints: 16, asymIters: 2, store: 1}
+	gridQ8     = gridCfg{symPerSign: 12, symSigns: 2, store: 1}
+	gridK      = gridCfg{asymPoints: 24, asymIters: 2, kIters: 2}
+	gridQ6     = gridCfg{symPerSign: 16, symSigns: 2, kIters: 1}
 )
 
-// fastSymFit is symFit with the sweep replaced by a grid: perSign inverse scales evenly
+// gridSymFit is symFit with the sweep replaced by a grid: perSign inverse scales evenly
 // spaced over [wlo*s0, whi*s0] for one or both signs of d, each scored by the error of its
 // assignment's least-squares d (symGrid). With one sign, the block's largest magnitude goes to
 // the long side of the level range (-lmin > lmax), as the reference quantizers put it. It
 // returns the least-squares d of the best assignment (0 when the block is all zero); the levels
 // are left to the float16 choice, which re-rounds them anyway.
-func fastSymFit(x, w []float32, lmin, lmax int32, wlo, whi float32, signs, perSign int) float64 {
+func gridSymFit(x, w []float32, lmin, lmax int32, wlo, whi float32, signs, perSign int) float64 {
 	pmax, nmax, sxx := blockStats(x, w)
 	if max(pmax, nmax) < groupMaxEps {
 		return 0
@@ -312,11 +266,11 @@ func symFixed8(x, w []float32, ds, id *[8]float32, lo, hi float32, e *[8]float32
 	symFixed8Generic(x, w, ds, id, lo, hi, e)
 }
 
-// symStoreFast is symStore for the fast search, with more float16 candidates: the value
+// symStoreGrid is symStore for the fast search, with more float16 candidates: the value
 // nearest d and its neighbours alternately below and above, 8*groups in all (in that order
 // of preference), eight at a time by symFixed8 (float32 sums); the first smallest error wins.
 // It writes the levels (in [lmin, lmax]) to L and returns the scale as stored.
-func symStoreFast(x, w []float32, L []int8, d float64, lmin, lmax int32, groups int) float32 {
+func symStoreGrid(x, w []float32, L []int8, d float64, lmin, lmax int32, groups int) float32 {
 	n := len(x)
 	L = L[:n]
 	h := F32ToF16(float32(d))
@@ -375,12 +329,12 @@ func symLevels(x []float32, id, lo, hi float32, L []int8) {
 	}
 }
 
-// fastAsymFit is asymFit with the sweep replaced by a grid: for each offset m0 (as asymFit's),
+// gridAsymFit is asymFit with the sweep replaced by a grid: for each offset m0 (as asymFit's),
 // points inverse scales evenly spaced over [wlo*s0, whi*s0], each scored by the error of its
 // least-squares d and m (with nonPosMin, m <= 0); the best is refined by alternate rounding
 // and refitting (iters times at most). L receives the levels; the results are d and m,
 // unrounded.
-func fastAsymFit(x, w []float32, L []uint8, nmax int32, nonPosMin bool, wlo, whi float32, offsets []float32, points, iters int) (float64, float64) {
+func gridAsymFit(x, w []float32, L []uint8, nmax int32, nonPosMin bool, wlo, whi float32, offsets []float32, points, iters int) (float64, float64) {
 	n := len(x)
 	L = L[:n]
 	w = w[:n]
@@ -494,27 +448,6 @@ func fastAsymFit(x, w []float32, L []uint8, nmax int32, nonPosMin bool, wlo, whi
 	return d, m
 }
 
-// refQ8_0 is quantBlockQ8_0 (the reference block: d = amax/127, q = roundf(x/d)) with the
-// rounding of the 32 values in AVX2 where available (the same values: TestRefQ8_0Tiers).
-func refQ8_0(b *[sizeQ8_0]byte, x *[32]float32) {
-	if !useGridAsm {
-		quantBlockQ8_0(b, x)
-		return
-	}
-	amax := abs32(absMaxFirst32Asm(x))
-	d := amax / 127
-	var id float32
-	if d != 0 {
-		id = 1 / d
-	}
-	if math.IsInf(float64(id), 0) { // d subnormal: x*id overflows, which the scalar code converts its own way
-		quantBlockQ8_0(b, x)
-		return
-	}
-	putF16(b[0:], d)
-	roundAway32Asm(x, id, (*[32]byte)(b[2:]))
-}
-
 // symErr2Generic is the reference for symErr2: the weighted squared errors of two 32-value
 // blocks with levels la, lb and scales da, db, over the values float32(l)*d: per value
 // diff = float64(x) - float64(float32(l)*d), term (float64(w)*diff)*diff, summed in four
@@ -542,54 +475,4 @@ func symErr2(x, w []float32, la, lb *[32]int8, da, db float32) (float64, float64
 		return out[0], out[1]
 	}
 	return symErr2Generic(x, w, la, lb, da, db)
-}
-
-// refQ4_0 is quantQ4_0's block (d = max/-8 for the value of largest magnitude,
-// q = min(15, trunc(x/d + 8.5))) with the 32 values' rounding in AVX2 where available (the same
-// bytes: TestRefQ4_0Tiers).
-func refQ4_0(b []byte, x []float32) {
-	if !useGridAsm {
-		quantQ4_0(b, x)
-		return
-	}
-	b = b[:sizeQ4_0]
-	max := absMaxFirst32Asm((*[32]float32)(x))
-	d := max / -8
-	var id float32
-	if d != 0 {
-		id = 1 / d
-	}
-	if math.IsInf(float64(id), 0) { // as in refQ8_0
-		quantQ4_0(b, x)
-		return
-	}
-	putF16(b[0:], d)
-	q4RefAsm((*[32]float32)(x), id, (*[16]byte)(b[2:]))
-}
-
-// ScalesFinite reports whether every block of a row of type t has finite float16 scales
-// (and mins), reading only those fields; known is false for the types it does not cover. For
-// the covered types a block's values are its scales times bounded integers, so they are all
-// finite exactly when its scales are: a cheaper check than dequantizing the row.
-func ScalesFinite(t Type, row []byte) (finite, known bool) {
-	var offs []int
-	switch t {
-	case Q4_0, Q5_0, Q8_0:
-		offs = []int{0}
-	case Q4_1, Q5_1, Q4_K, Q5_K:
-		offs = []int{0, 2}
-	case Q6_K:
-		offs = []int{208}
-	default:
-		return false, false
-	}
-	size := t.TypeSize()
-	for b := 0; b+size <= len(row); b += size {
-		for _, o := range offs {
-			if binary.LittleEndian.Uint16(row[b+o:])&0x7c00 == 0x7c00 {
-				return false, true
-			}
-		}
-	}
-	return true, true
 }

@@ -2,8 +2,8 @@ package quant
 
 import "encoding/binary"
 
-// QuantizeBetter for the 32-value block types Q4_0, Q5_0, Q8_0 (x = d*l) and Q4_1, Q5_1
-// (x = d*l + m). See better.go.
+// QuantizeSearch for the 32-value block types Q4_0, Q5_0, Q8_0 (x = d*l) and Q4_1, Q5_1
+// (x = d*l + m). See search.go.
 
 // Inverse-scale windows of the symmetric searches, relative to the largest inverse scale that
 // clips nothing: wider for fewer levels, where the best scale strays further.
@@ -21,9 +21,12 @@ func sub(imp []float32, off, n int) []float32 {
 	return imp[off : off+n]
 }
 
-// prepRow validates a row and its importance and returns the weighting's row statistics;
-// an importance that is zero everywhere is treated as absent.
-func prepRow(src, imp []float32) ([]float32, float32, float32, error) {
+// prepRow validates a row, its importance and the search kind, and returns the weighting's row
+// statistics; an importance that is zero everywhere is treated as absent.
+func prepRow(src, imp []float32, s Search) ([]float32, float32, float32, error) {
+	if err := s.check(); err != nil {
+		return nil, 0, 0, err
+	}
 	if err := checkFinite(src); err != nil {
 		return nil, 0, 0, err
 	}
@@ -37,55 +40,36 @@ func prepRow(src, imp []float32) ([]float32, float32, float32, error) {
 	return imp, sigma2, impMean, nil
 }
 
-func betterQ4_0(dst []byte, src, importance []float32) error {
-	return betterLegacy(Q4_0, dst, src, importance, false)
+func searchQ4_0(dst []byte, src, importance []float32, s Search) error {
+	return searchLegacy(Q4_0, dst, src, importance, s)
 }
 
-func fastQ4_0(dst []byte, src, importance []float32) error {
-	return betterLegacy(Q4_0, dst, src, importance, true)
+func searchQ5_0(dst []byte, src, importance []float32, s Search) error {
+	return searchLegacy(Q5_0, dst, src, importance, s)
 }
 
-func betterQ5_0(dst []byte, src, importance []float32) error {
-	return betterLegacy(Q5_0, dst, src, importance, false)
+func searchQ8_0(dst []byte, src, importance []float32, s Search) error {
+	return searchLegacy(Q8_0, dst, src, importance, s)
 }
 
-func fastQ5_0(dst []byte, src, importance []float32) error {
-	return betterLegacy(Q5_0, dst, src, importance, true)
+func searchQ4_1(dst []byte, src, importance []float32, s Search) error {
+	return searchLegacy(Q4_1, dst, src, importance, s)
 }
 
-func betterQ8_0(dst []byte, src, importance []float32) error {
-	return betterLegacy(Q8_0, dst, src, importance, false)
+func searchQ5_1(dst []byte, src, importance []float32, s Search) error {
+	return searchLegacy(Q5_1, dst, src, importance, s)
 }
 
-func fastQ8_0(dst []byte, src, importance []float32) error {
-	return betterLegacy(Q8_0, dst, src, importance, true)
-}
-
-func betterQ4_1(dst []byte, src, importance []float32) error {
-	return betterLegacy(Q4_1, dst, src, importance, false)
-}
-
-func fastQ4_1(dst []byte, src, importance []float32) error {
-	return betterLegacy(Q4_1, dst, src, importance, true)
-}
-
-func betterQ5_1(dst []byte, src, importance []float32) error {
-	return betterLegacy(Q5_1, dst, src, importance, false)
-}
-
-func fastQ5_1(dst []byte, src, importance []float32) error {
-	return betterLegacy(Q5_1, dst, src, importance, true)
-}
-
-// betterLegacy quantizes a row of 32-value blocks of type t (Q4_0, Q5_0, Q8_0: x = d*l;
+// searchLegacy quantizes a row of 32-value blocks of type t (Q4_0, Q5_0, Q8_0: x = d*l;
 // Q4_1, Q5_1: x = d*l + m): the search, the float16 choice, packing, and the per-block
 // fallback to the reference block. The types differ only in level ranges, search windows and
 // packing, chosen by switches (function values would make the scratch arrays escape).
-func betterLegacy(t Type, dst []byte, src, importance []float32, fast bool) error {
-	imp, sigma2, impMean, err := prepRow(src, importance)
+func searchLegacy(t Type, dst []byte, src, importance []float32, s Search) error {
+	imp, sigma2, impMean, err := prepRow(src, importance, s)
 	if err != nil {
 		return err
 	}
+	grid := s == SearchGrid
 	var (
 		sp      sweeper
 		w       [32]float32
@@ -101,13 +85,13 @@ func betterLegacy(t Type, dst []byte, src, importance []float32, fast bool) erro
 		blockWeights(w[:], x, sub(imp, 32*i, 32), sigma2, impMean)
 		b := dst[i*size : (i+1)*size]
 		lo, hi, wlo, whi, sym := legacyLevels(t)
-		if fast && sym {
-			cfg := fastLegacy
+		if grid && sym {
+			cfg := gridLegacy
 			if t == Q8_0 {
-				cfg = fastQ8
+				cfg = gridQ8
 			}
-			d := fastSymFit(x, w[:], lo, hi, wlo, whi, cfg.symSigns, cfg.symPerSign)
-			ds := symStoreFast(x, w[:], L[:], d, lo, hi, cfg.store)
+			d := gridSymFit(x, w[:], lo, hi, wlo, whi, cfg.symSigns, cfg.symPerSign)
+			ds := symStoreGrid(x, w[:], L[:], d, lo, hi, cfg.store)
 			putF16(b, ds)
 			bias := uint8(-lo)
 			if t == Q8_0 {
@@ -125,7 +109,7 @@ func betterLegacy(t Type, dst []byte, src, importance []float32, fast bool) erro
 			default:
 				refLegacy(t, ref[:size], x)
 			}
-			keepBetterSym(t, b, ref[:size], x, w[:], &L, ds)
+			keepBestSym(t, b, ref[:size], x, w[:], &L, ds)
 			continue
 		}
 		if sym {
@@ -143,8 +127,8 @@ func betterLegacy(t Type, dst []byte, src, importance []float32, fast bool) erro
 			}
 		} else {
 			var d, m float64
-			if fast {
-				d, m = fastAsymFit(x, w[:], U[:], hi, false, wlo, whi, offsetsLegacy, fastLegacy.asymPoints, fastLegacy.asymIters)
+			if grid {
+				d, m = gridAsymFit(x, w[:], U[:], hi, false, wlo, whi, offsetsLegacy, gridLegacy.asymPoints, gridLegacy.asymIters)
 			} else {
 				d, m = sp.asymFit(x, w[:], U[:], hi, false, wlo, whi, offsetsLegacy)
 			}
@@ -154,7 +138,7 @@ func betterLegacy(t Type, dst []byte, src, importance []float32, fast bool) erro
 		}
 		packLegacy(t, b, &U)
 		refLegacy(t, ref[:size], x)
-		keepBetter(t, b, ref[:size], x, w[:], scratch[:])
+		keepBest(t, b, ref[:size], x, w[:], scratch[:])
 	}
 	return nil
 }
@@ -252,11 +236,11 @@ const (
 	asymLo5, asymHi5 = 0.8, 1.06
 )
 
-// keepBetterSym is keepBetter for the symmetric types (Q4_0, Q5_0, Q8_0) given the levels L
+// keepBestSym is keepBest for the symmetric types (Q4_0, Q5_0, Q8_0) given the levels L
 // and stored scale ds of b: both blocks' weighted errors over their dequantized values
 // (float32(l)*d, as the dequantizers compute them) in one pass (symErr2), the reference block
 // kept when its error is no larger.
-func keepBetterSym(t Type, b, ref []byte, x, w []float32, L *[32]int8, ds float32) {
+func keepBestSym(t Type, b, ref []byte, x, w []float32, L *[32]int8, ds float32) {
 	var lr [32]int8
 	dref := getF16(ref)
 	switch t {

@@ -3,17 +3,18 @@ package quant
 import (
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 )
 
-// The error-minimizing quantizers (QuantizeBetter) against the reference ones, on synthetic
+// The error-minimizing quantizers (QuantizeSearch, SearchFull) against the reference ones, on synthetic
 // rows. The per-block guarantee is for the weighted error the quantizers minimize (with the
 // weights they use, computed here the same way): every block keeps llama.cpp's bytes unless
 // ours are strictly better by that measure, so no block can be worse. The plain RMSE is not
 // minimized directly by the default weighting, so it is asserted per row in aggregate, where it
 // holds by a wide margin.
 
-var betterTypes = []Type{Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K}
+var searchTypes = []Type{Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K}
 
 // heavyRow has heavy tails like real weight matrices: a Gaussian with a log-normal scale and a
 // rare large outlier.
@@ -45,7 +46,7 @@ func importanceRow(r *rand.Rand, n int) []float32 {
 	return imp
 }
 
-// weightsOf returns the per-element weights QuantizeBetter uses for the row x.
+// weightsOf returns the per-element weights QuantizeSearch uses for the row x.
 func weightsOf(x, imp []float32) []float32 {
 	sigma2, impMean := rowStats(x, imp)
 	if impMean <= 0 {
@@ -68,13 +69,14 @@ type rowResult struct {
 	worseBlocks     int     // blocks whose weighted error is above the reference's
 }
 
-// compareRow quantizes x with both quantizers and compares them block by block.
-func compareRow(t *testing.T, ty Type, x, imp []float32) rowResult {
+// compareRow quantizes x with the search s and with the reference quantizer and compares them
+// block by block.
+func compareRow(t *testing.T, ty Type, x, imp []float32, s Search) rowResult {
 	t.Helper()
 	f, _ := FormatOf(ty)
 	rs, _ := ty.RowSize(int64(len(x)))
 	ours, ref := make([]byte, rs), make([]byte, rs)
-	if err := f.QuantizeBetter(ours, x, imp); err != nil {
+	if err := f.QuantizeSearch(ours, x, imp, s); err != nil {
 		t.Fatalf("%v: %v", ty, err)
 	}
 	if err := f.Quantize(ref, x); err != nil {
@@ -104,10 +106,10 @@ func compareRow(t *testing.T, ty Type, x, imp []float32) rowResult {
 	return res
 }
 
-func TestBetterBeatsReference(t *testing.T) {
+func TestSearchBeatsReference(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	const n, rows = 2048, 6
-	for _, ty := range betterTypes {
+	for _, ty := range searchTypes {
 		for _, dist := range []string{"gauss", "heavy"} {
 			for _, withImp := range []bool{false, true} {
 				var tot rowResult
@@ -123,7 +125,7 @@ func TestBetterBeatsReference(t *testing.T) {
 					if withImp {
 						imp = importanceRow(r, n)
 					}
-					res := compareRow(t, ty, x, imp)
+					res := compareRow(t, ty, x, imp, SearchFull)
 					if res.worseBlocks > 0 {
 						t.Errorf("%v %s imp=%v row %d: %d blocks have a larger weighted error than the reference's", ty, dist, withImp, row, res.worseBlocks)
 					}
@@ -185,15 +187,15 @@ func checkBlocks(t *testing.T, ty Type, q []byte, n int, what string) []float32 
 	return y
 }
 
-func TestBetterValidBlocks(t *testing.T) {
+func TestSearchValidBlocks(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
-	for _, ty := range betterTypes {
+	for _, ty := range searchTypes {
 		f, _ := FormatOf(ty)
 		for _, x := range [][]float32{gaussRow(r, 1024, 1), heavyRow(r, 1024, 0.05)} {
 			rs, _ := ty.RowSize(int64(len(x)))
 			for _, imp := range [][]float32{nil, importanceRow(r, len(x))} {
 				q := make([]byte, rs)
-				if err := f.QuantizeBetter(q, x, imp); err != nil {
+				if err := f.QuantizeSearch(q, x, imp, SearchFull); err != nil {
 					t.Fatal(err)
 				}
 				checkBlocks(t, ty, q, len(x), "random")
@@ -202,7 +204,7 @@ func TestBetterValidBlocks(t *testing.T) {
 	}
 }
 
-func TestBetterEdgeCases(t *testing.T) {
+func TestSearchEdgeCases(t *testing.T) {
 	const n = 512
 	fill := func(f func(i int) float32) []float32 {
 		x := make([]float32, n)
@@ -242,13 +244,13 @@ func TestBetterEdgeCases(t *testing.T) {
 		{"two levels", fill(func(i int) float32 { return float32(i%2) - 0.5 })},
 	}
 	imp := importanceRow(r, n)
-	for _, ty := range betterTypes {
+	for _, ty := range searchTypes {
 		f, _ := FormatOf(ty)
 		rs, _ := ty.RowSize(n)
 		for _, c := range cases {
 			for _, im := range [][]float32{nil, imp} {
 				q := make([]byte, rs)
-				if err := f.QuantizeBetter(q, c.x, im); err != nil {
+				if err := f.QuantizeSearch(q, c.x, im, SearchFull); err != nil {
 					t.Fatalf("%v %s: %v", ty, c.name, err)
 				}
 				y := checkBlocks(t, ty, q, n, c.name)
@@ -262,7 +264,7 @@ func TestBetterEdgeCases(t *testing.T) {
 				if c.name == "beyond float16" {
 					continue // the scales saturate; only finiteness is asked
 				}
-				if res := compareRow(t, ty, c.x, im); res.worseBlocks > 0 {
+				if res := compareRow(t, ty, c.x, im, SearchFull); res.worseBlocks > 0 {
 					t.Errorf("%v %s: %d blocks worse than the reference", ty, c.name, res.worseBlocks)
 				}
 			}
@@ -270,15 +272,15 @@ func TestBetterEdgeCases(t *testing.T) {
 	}
 }
 
-func TestBetterRejects(t *testing.T) {
-	for _, ty := range betterTypes {
+func TestSearchRejects(t *testing.T) {
+	for _, ty := range searchTypes {
 		f, _ := FormatOf(ty)
 		rs, _ := ty.RowSize(256)
 		q := make([]byte, rs)
 		for _, bad := range []float32{float32(math.NaN()), float32(math.Inf(1)), float32(math.Inf(-1))} {
 			x := make([]float32, 256)
 			x[100] = bad
-			if err := f.QuantizeBetter(q, x, nil); err == nil {
+			if err := f.QuantizeSearch(q, x, nil, SearchFull); err == nil {
 				t.Errorf("%v: %v in the input accepted", ty, bad)
 			}
 		}
@@ -289,23 +291,41 @@ func TestBetterRejects(t *testing.T) {
 				full = make([]float32, 256)
 				full[7] = imp[0]
 			}
-			if err := f.QuantizeBetter(q, x, full); err == nil {
+			if err := f.QuantizeSearch(q, x, full, SearchFull); err == nil {
 				t.Errorf("%v: bad importance %v accepted", ty, imp)
 			}
+		}
+		if err := f.QuantizeSearch(q, x, nil, Search(7)); err == nil || !strings.Contains(err.Error(), "search") {
+			t.Errorf("%v: unknown search: %v", ty, err)
 		}
 	}
 }
 
-func TestBetterNoAllocs(t *testing.T) {
+// ParseSearch reads the names String writes, and "fast" (the grid search's former name).
+func TestParseSearch(t *testing.T) {
+	for _, s := range []Search{SearchFull, SearchGrid} {
+		if got, err := ParseSearch(s.String()); err != nil || got != s {
+			t.Errorf("ParseSearch(%q) = %v, %v", s, got, err)
+		}
+	}
+	if got, err := ParseSearch("fast"); err != nil || got != SearchGrid {
+		t.Errorf(`ParseSearch("fast") = %v, %v`, got, err)
+	}
+	if _, err := ParseSearch("quick"); err == nil || !strings.Contains(err.Error(), "quick") {
+		t.Errorf("ParseSearch(quick): %v", err)
+	}
+}
+
+func TestSearchNoAllocs(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	x := heavyRow(r, 1024, 0.1)
 	imp := importanceRow(r, 1024)
-	for _, ty := range betterTypes {
+	for _, ty := range searchTypes {
 		f, _ := FormatOf(ty)
 		rs, _ := ty.RowSize(1024)
 		q := make([]byte, rs)
 		for _, im := range [][]float32{nil, imp} {
-			if a := testing.AllocsPerRun(5, func() { f.QuantizeBetter(q, x, im) }); a != 0 {
+			if a := testing.AllocsPerRun(5, func() { f.QuantizeSearch(q, x, im, SearchFull) }); a != 0 {
 				t.Errorf("%v: %v allocations per row", ty, a)
 			}
 		}

@@ -1,20 +1,22 @@
 package quant
 
-// Faster exact copies of reference quantizers that the better quantizers run on every block
-// (keepBetter compares against the reference block). They perform the same float32 operations
+import "math"
+
+// The reference blocks both searches compare with (keepBest, keepBestSym), computed by exact
+// copies of the reference quantizers that are faster. They perform the same float32 operations
 // on the same values as the reference code (kquants.go, q6_k.go), so their bytes are the same;
 // only the order in which independent candidates are evaluated differs: several candidate
 // scales go through one loop over the values, with their own running sums, so that the
-// processor overlaps their addition chains instead of waiting on one. TestRefFastEqual checks
+// processor overlaps their addition chains instead of waiting on one. TestRefCopiesEqual checks
 // them against the reference functions byte for byte.
 
 // qxCandidates is the number of candidate scales makeQXQuants tries after the first
 // (is = -9..9 without 0).
 const qxCandidates = 18
 
-// fastQXQuants is makeQXQuants (rmse_type 1, no weights) with the 18 candidate scales'
+// refQXQuants is makeQXQuants (rmse_type 1, no weights) with the 18 candidate scales'
 // sums computed three at a time; the candidates are then taken in ggml's order.
-func fastQXQuants(nmax int32, x []float32, L []int8) float32 {
+func refQXQuants(nmax int32, x []float32, L []int8) float32 {
 	n := len(x)
 	L = L[:n]
 	var max, amax float32
@@ -101,15 +103,15 @@ func fastQXQuants(nmax int32, x []float32, L []int8) float32 {
 	return scale
 }
 
-// fastBlockQ6_K is quantBlockQ6_K with fastQXQuants.
-func fastBlockQ6_K(b *[sizeQ6_K]byte, x *[QK_K]float32) {
+// refBlockQ6_K is quantBlockQ6_K with refQXQuants.
+func refBlockQ6_K(b *[sizeQ6_K]byte, x *[QK_K]float32) {
 	var (
 		L                     [QK_K]int8
 		scales                [16]float32
 		maxScale, maxAbsScale float32
 	)
 	for ib := 0; ib < 16; ib++ {
-		s := fastQXQuants(32, x[16*ib:16*ib+16], L[16*ib:])
+		s := refQXQuants(32, x[16*ib:16*ib+16], L[16*ib:])
 		scales[ib] = s
 		if a := abs32(s); a > maxAbsScale {
 			maxAbsScale = a
@@ -149,11 +151,11 @@ func fastBlockQ6_K(b *[sizeQ6_K]byte, x *[QK_K]float32) {
 	}
 }
 
-// fastQKX2Quants is makeQKX2Quants with useMad false (as quantBlockKx calls it), the candidate
+// refQKX2Quants is makeQKX2Quants with useMad false (as quantBlockKx calls it), the candidate
 // scales taken two at a time: both candidates' sums and errors are computed in one loop each,
 // then compared in ggml's order. ggml moves the min to the winner's (the next candidates round
 // relative to it), so when the first of a pair wins, the second is computed again.
-func fastQKX2Quants(nmax int32, x, weights []float32, L []uint8, rmin, rdelta float32, nstep int32) (float32, float32) {
+func refQKX2Quants(nmax int32, x, weights []float32, L []uint8, rmin, rdelta float32, nstep int32) (float32, float32) {
 	n := len(x)
 	weights = weights[:n]
 	L = L[:n]
@@ -262,8 +264,8 @@ func qkx2Fit(sumW, sumX, sumL, sumL2, sumXL float32) (ok bool, scale, mn float32
 	return true, scale, mn
 }
 
-// fastBlockKx is quantBlockKx (Q4_K nmax 15, Q5_K nmax 31) with fastQKX2Quants.
-func fastBlockKx(b []byte, x *[QK_K]float32, nmax int32) {
+// refBlockKx is quantBlockKx (Q4_K nmax 15, Q5_K nmax 31) with refQKX2Quants.
+func refBlockKx(b []byte, x *[QK_K]float32, nmax int32) {
 	var (
 		L              [QK_K]uint8
 		weights        [32]float32
@@ -284,7 +286,7 @@ func fastBlockKx(b []byte, x *[QK_K]float32, nmax int32) {
 		for l, v := range xs {
 			weights[l] = avX + abs32(v)
 		}
-		scales[j], mins[j] = fastQKX2Quants(nmax, xs, weights[:], L[32*j:], rmin, 0.1, nstep)
+		scales[j], mins[j] = refQKX2Quants(nmax, xs, weights[:], L[32*j:], rmin, 0.1, nstep)
 		if scales[j] > maxScale {
 			maxScale = scales[j]
 		}
@@ -354,7 +356,7 @@ func fastBlockKx(b []byte, x *[QK_K]float32, nmax int32) {
 	}
 }
 
-// qkx2Batches is the candidate loop of fastQKX2Quants eight candidates at a time, with the
+// qkx2Batches is the candidate loop of refQKX2Quants eight candidates at a time, with the
 // assembly kernels: the sums and errors of candidates is..is+7 under the current min, then the
 // first of them that beats the best (in ggml's order) is taken and the next batch starts right
 // after it, relative to its min; without a winner all eight are done.
@@ -394,4 +396,48 @@ func qkx2Batches(nmax int32, x, weights []float32, L []uint8, rmin, rdelta float
 		is += int32(won) + 1
 	}
 	return scale, -lo
+}
+
+// refQ8_0 is quantBlockQ8_0 (the reference block: d = amax/127, q = roundf(x/d)) with the
+// rounding of the 32 values in AVX2 where available (the same values: TestRefQ8_0Tiers).
+func refQ8_0(b *[sizeQ8_0]byte, x *[32]float32) {
+	if !useGridAsm {
+		quantBlockQ8_0(b, x)
+		return
+	}
+	amax := abs32(absMaxFirst32Asm(x))
+	d := amax / 127
+	var id float32
+	if d != 0 {
+		id = 1 / d
+	}
+	if math.IsInf(float64(id), 0) { // d subnormal: x*id overflows, which the scalar code converts its own way
+		quantBlockQ8_0(b, x)
+		return
+	}
+	putF16(b[0:], d)
+	roundAway32Asm(x, id, (*[32]byte)(b[2:]))
+}
+
+// refQ4_0 is quantQ4_0's block (d = max/-8 for the value of largest magnitude,
+// q = min(15, trunc(x/d + 8.5))) with the 32 values' rounding in AVX2 where available (the same
+// bytes: TestRefQ4_0Tiers).
+func refQ4_0(b []byte, x []float32) {
+	if !useGridAsm {
+		quantQ4_0(b, x)
+		return
+	}
+	b = b[:sizeQ4_0]
+	max := absMaxFirst32Asm((*[32]float32)(x))
+	d := max / -8
+	var id float32
+	if d != 0 {
+		id = 1 / d
+	}
+	if math.IsInf(float64(id), 0) { // as in refQ8_0
+		quantQ4_0(b, x)
+		return
+	}
+	putF16(b[0:], d)
+	q4RefAsm((*[32]float32)(x), id, (*[16]byte)(b[2:]))
 }

@@ -2,8 +2,8 @@ package quant
 
 import "math"
 
-// The fast search's K-quant super-blocks (Q4_K, Q5_K, Q6_K): the full search's three steps
-// (better_k.go), with the sub-block fits on grids (fastSymFit, fastAsymFit) and the code
+// The grid search's K-quant super-blocks (Q4_K, Q5_K, Q6_K): the full search's three steps
+// (search_kquants.go), with the sub-block fits on grids (gridSymFit, gridAsymFit) and the code
 // choices and super-scale refits computed for all sub-blocks at once: the super-block is
 // transposed so that each float32 lane holds one sub-block (candT8), and one pass over the
 // values evaluates one candidate code (or super-scale) for eight sub-blocks. Errors are summed
@@ -69,15 +69,15 @@ func transposeT(xT []float32, x []float32, n, m int) {
 	}
 }
 
-// fastBlockQ6 is betterBlockQ6_K with the fast search.
-func fastBlockQ6(b *[sizeQ6_K]byte, x, w *[QK_K]float32) {
+// gridBlockQ6_K is sweepBlockQ6_K with the grid search.
+func gridBlockQ6_K(b *[sizeQ6_K]byte, x, w *[QK_K]float32) {
 	var (
 		s          [16]float64
 		amax, smax float64
 		xT, wT     [2][128]float32 // sub-blocks 0-7 and 8-15, transposed
 	)
 	for j := 0; j < 16; j++ {
-		s[j] = fastSymFit(x[16*j:16*j+16], w[16*j:16*j+16], -32, 31, kLo6, kHi6, fastQ6.symSigns, fastQ6.symPerSign)
+		s[j] = gridSymFit(x[16*j:16*j+16], w[16*j:16*j+16], -32, 31, kLo6, kHi6, gridQ6.symSigns, gridQ6.symPerSign)
 		if a := math.Abs(s[j]); a > amax {
 			amax, smax = a, s[j]
 		}
@@ -105,7 +105,7 @@ func fastBlockQ6(b *[sizeQ6_K]byte, x, w *[QK_K]float32) {
 			st = sts[1]
 		}
 		var cand q6State
-		for it := 0; it < fastQ6.kIters; it++ {
+		for it := 0; it < gridQ6.kIters; it++ {
 			cand = st
 			if !refitQ6T(&cand, x, w, &xT, &wT) {
 				break
@@ -171,7 +171,7 @@ func chooseCodesQ6T(st *q6State, xT, wT *[2][128]float32, s *[16]float64) {
 	}
 }
 
-// refitQ6T is refitQ6 for the fast search: the least-squares d with codes and levels fixed,
+// refitQ6T is refitQ6 for the grid search: the least-squares d with codes and levels fixed,
 // then the float16 values around it, each evaluated over all sub-blocks with re-chosen levels.
 func refitQ6T(st *q6State, x, w *[QK_K]float32, xT, wT *[2][128]float32) bool {
 	// Per sub-block sums (sum w l^2, sum w x l), then weighted by the codes: independent
@@ -241,8 +241,8 @@ func refitQ6T(st *q6State, x, w *[QK_K]float32, xT, wT *[2][128]float32) bool {
 	return true
 }
 
-// fastSearchKx is betterBlockKx with the fast search.
-func fastSearchKx(b []byte, x, w *[QK_K]float32, nmax int32) {
+// gridBlockKx is sweepBlockKx with the grid search.
+func gridBlockKx(b []byte, x, w *[QK_K]float32, nmax int32) {
 	var (
 		s, m   [8]float64
 		L0     [QK_K]uint8
@@ -254,7 +254,7 @@ func fastSearchKx(b []byte, x, w *[QK_K]float32, nmax int32) {
 	}
 	var maxS, maxM float64
 	for j := 0; j < 8; j++ {
-		d, off := fastAsymFit(x[32*j:32*j+32], w[32*j:32*j+32], L0[32*j:32*j+32], nmax, true, lo, hi, offsetsK, fastK.asymPoints, fastK.asymIters)
+		d, off := gridAsymFit(x[32*j:32*j+32], w[32*j:32*j+32], L0[32*j:32*j+32], nmax, true, lo, hi, offsetsK, gridK.asymPoints, gridK.asymIters)
 		s[j], m[j] = d, -off
 		maxS = max(maxS, s[j])
 		maxM = max(maxM, m[j])
@@ -265,7 +265,7 @@ func fastSearchKx(b []byte, x, w *[QK_K]float32, nmax int32) {
 	st.d = min(F16ToF32(F32ToF16(float32(maxS/63))), 65504)
 	st.dmin = min(F16ToF32(F32ToF16(float32(maxM/63))), 65504)
 	chooseCodesKxT(&st, x, w, &xT, &wT, &s, &m, &L0, nmax)
-	for it := 0; it < fastK.kIters; it++ {
+	for it := 0; it < gridK.kIters; it++ {
 		cand = st
 		if !refitKxT(&cand, x, w, &xT, &wT, nmax) {
 			break
@@ -353,7 +353,7 @@ func chooseCodesKxT(st *kxState, x, w *[QK_K]float32, xT, wT *[256]float32, s, m
 	}
 }
 
-// refitKxT is refitKx for the fast search: the least-squares d and dmin with codes and levels
+// refitKxT is refitKx for the grid search: the least-squares d and dmin with codes and levels
 // fixed, then the float16 pairs around them, each evaluated over the eight sub-blocks at once.
 func refitKxT(st *kxState, x, w *[QK_K]float32, xT, wT *[256]float32, nmax int32) bool {
 	// Per sub-block sums (sum w, w l, w l^2, w x, w x l), then weighted by the codes.

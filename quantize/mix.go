@@ -1,14 +1,16 @@
-package quant
+package quantize
 
 import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/gorun-dev/gorun/quant"
 )
 
 // TensorPlan is the decision for one tensor of a model being quantized.
 type TensorPlan struct {
-	Type     Type
+	Type     quant.Type
 	Quantize bool   // false: copied as it is
 	Note     string // why the type differs from the recipe's (fallbacks), for the user
 }
@@ -25,7 +27,7 @@ type MixInfo struct {
 // quantized (not norms, not position embeddings); the output matrix gets Q6_K in quantized
 // recipes; the K-quant mixes give attn_qkv and some ffn_down layers more bits; and a row length
 // that is not a whole number of blocks falls back to a type that fits.
-func ChooseType(ft FileType, name string, dims []int64, current Type, info MixInfo) TensorPlan {
+func ChooseType(ft FileType, name string, dims []int64, current quant.Type, info MixInfo) TensorPlan {
 	if !strings.HasSuffix(name, "weight") || len(dims) < 2 || strings.Contains(name, "_norm.weight") ||
 		name == "position_embd.weight" || name == "token_types.weight" {
 		return TensorPlan{Type: current}
@@ -46,15 +48,15 @@ func ChooseType(ft FileType, name string, dims []int64, current Type, info MixIn
 }
 
 // mixType applies the recipe's per-tensor rules.
-func mixType(ft FileType, def Type, name string, ne0 int64, info MixInfo) Type {
+func mixType(ft FileType, def quant.Type, name string, ne0 int64, info MixInfo) quant.Type {
 	isOutput := name == "output.weight" || (!info.HasOutput && name == "token_embd.weight")
 	switch {
 	case isOutput:
 		if ne0%int64(def.BlockSize()) != 0 {
-			return Q8_0
+			return quant.Q8_0
 		}
-		if def != Q8_0 {
-			return Q6_K
+		if def != quant.Q8_0 {
+			return quant.Q6_K
 		}
 		return def
 	case strings.Contains(name, "attn_v.weight"):
@@ -63,17 +65,17 @@ func mixType(ft FileType, def Type, name string, ne0 int64, info MixInfo) Type {
 	case strings.Contains(name, "attn_qkv.weight"):
 		switch ft {
 		case FileQ4_K_M:
-			return Q5_K
+			return quant.Q5_K
 		case FileQ5_K_M:
-			return Q6_K
+			return quant.Q6_K
 		}
 	case strings.Contains(name, "ffn_down"):
 		i := LayerOf(name)
 		switch {
 		case (ft == FileQ4_K_M || ft == FileQ5_K_M) && useMoreBits(i, info.NLayer):
-			return Q6_K
+			return quant.Q6_K
 		case ft == FileQ4_K_S && i < info.NLayer/8:
-			return Q5_K
+			return quant.Q5_K
 		}
 	}
 	return def
@@ -101,18 +103,18 @@ func LayerOf(name string) int {
 
 // fallback picks a type with a smaller block for rows that K-quant blocks do not divide, as
 // llama-quantize does, and says so.
-func fallback(t Type, ne0 int64) (Type, string) {
-	to := F16
+func fallback(t quant.Type, ne0 int64) (quant.Type, string) {
+	to := quant.F16
 	switch t {
-	case Q4_K:
-		to = Q5_0
-	case Q5_K:
-		to = Q5_1
-	case Q6_K:
-		to = Q8_0
+	case quant.Q4_K:
+		to = quant.Q5_0
+	case quant.Q5_K:
+		to = quant.Q5_1
+	case quant.Q6_K:
+		to = quant.Q8_0
 	}
 	if ne0%int64(to.BlockSize()) != 0 {
-		to = F16
+		to = quant.F16
 	}
 	return to, fmt.Sprintf("rows of %d are not a whole number of %d-element %v blocks: %v instead", ne0, t.BlockSize(), t, to)
 }

@@ -139,7 +139,7 @@ func BenchmarkCandErr8N(b *testing.B) {
 }
 
 // The whole quantizers give the same bytes with and without the assembly, on many rows.
-func TestBetterTiers(t *testing.T) {
+func TestSearchFullTiers(t *testing.T) {
 	if !candAsmAvailable {
 		t.Skip("no assembly on this CPU or build")
 	}
@@ -166,11 +166,11 @@ func TestBetterTiers(t *testing.T) {
 		imps = append(imps, imp)
 	}
 	defer func(v bool) { useCandAsm = v }(useCandAsm)
-	for _, ty := range betterTypes {
+	for _, ty := range searchTypes {
 		useCandAsm = true
-		a := betterHash(t, ty, rows, imps)
+		a := searchHash(t, ty, rows, imps, SearchFull)
 		useCandAsm = false
-		g := betterHash(t, ty, rows, imps)
+		g := searchHash(t, ty, rows, imps, SearchFull)
 		if a != g {
 			t.Errorf("%v: assembly hash %s, generic %s", ty, a, g)
 		}

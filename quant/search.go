@@ -5,25 +5,76 @@ import (
 	"math"
 )
 
-// The error-minimizing quantizers (Format.QuantizeBetter). They write ggml's block formats
-// unchanged; only the choice of scales, mins and integer levels differs from the reference
-// quantizers. Every block minimizes the weighted squared error sum_j w_j (x_j - y_j)^2 of the
-// values y_j as they will be dequantized (float16 scales and the dequantizer's float32
-// arithmetic included), and the reference quantizer's block is kept instead whenever it is at
-// least as good under the same weights, so no block is ever worse than llama.cpp's by the
-// measure being minimized. See QUALITY.md for the measurements behind each choice.
+// The error-minimizing quantizers: Format.QuantizeSearch, with a Search kind. They write
+// ggml's block formats unchanged; only the choice of scales, mins and integer levels differs
+// from the reference quantizers. Every block minimizes the weighted squared error
+// sum_j w_j (x_j - y_j)^2 of the values y_j as they will be dequantized (float16 scales and
+// the dequantizer's float32 arithmetic included), and the reference quantizer's block is kept
+// instead whenever it is at least as good under the same weights, so no block is ever worse
+// than llama.cpp's by the measure being minimized. See QUALITY.md for the measurements behind
+// each choice, SPEED.md for the speed work.
 //
-// The building blocks:
+// The files: this one holds the full search's sweeps and what both searches share (weighting,
+// the float16 choice, keeping the reference block); search_legacy.go and search_kquants.go
+// hold each type family's row loop and, for the K-quants, the full search's super-block
+// steps; search_grid.go and search_grid_kquants.go the grid search (SearchGrid);
+// search_cand.go evaluates eight candidate scales in one pass; search_ref.go computes the
+// reference blocks the searches compare with; search_amd64.{go,s} are the AVX2 kernels
+// (search_other.go without them).
+//
+// The full search's building blocks:
 //   - symFit: x ≈ d*l with integer levels l in [lmin, lmax] (Q4_0, Q5_0, Q8_0, the Q6_K
 //     sub-blocks). The search covers a window of inverse scales completely: it sweeps the points
 //     where some level changes, keeping running sums, so each candidate assignment costs O(1)
 //     with its least-squares d, and then alternates rounding and refitting.
 //   - asymFit: x ≈ d*l + m with l in [0, nmax] (Q4_1, Q5_1, the Q4_K/Q5_K sub-blocks), the same
 //     sweep with a least-squares fit of d and m for every level assignment.
-//   - the K-quant super-block search (betterKx, betterQ6_K): sub-block scales and mins are
-//     quantized to their 6- or 8-bit codes by trying the neighbouring codes against the
+//   - the K-quant super-block search (sweepBlockKx, sweepBlockQ6_K): sub-block scales and mins
+//     are quantized to their 6- or 8-bit codes by trying the neighbouring codes against the
 //     sub-block's actual error, the float16 super-block scales are refitted by least squares
 //     once the codes are fixed, and the levels are re-chosen under the final stored scales.
+
+// Search is how thoroughly Format.QuantizeSearch looks for each block's scales.
+type Search uint8
+
+const (
+	// SearchFull sweeps every level assignment of a window of scales: gorun's default, whose
+	// bytes are pinned (TestSearchFullPinned).
+	SearchFull Search = iota
+	// SearchGrid evaluates a grid of candidate scales: several times faster, other bytes,
+	// quality close to SearchFull's (SPEED.md).
+	SearchGrid
+)
+
+func (s Search) String() string {
+	switch s {
+	case SearchFull:
+		return "full"
+	case SearchGrid:
+		return "grid"
+	}
+	return fmt.Sprintf("Search(%d)", uint8(s))
+}
+
+// ParseSearch reads a search's name: "full" or "grid" ("fast" is accepted for "grid", its
+// name before it was called by what it does).
+func ParseSearch(name string) (Search, error) {
+	switch name {
+	case "full":
+		return SearchFull, nil
+	case "grid", "fast":
+		return SearchGrid, nil
+	}
+	return 0, fmt.Errorf("unknown search %q (want full or grid)", name)
+}
+
+// check refuses a Search value that names no search.
+func (s Search) check() error {
+	if s != SearchFull && s != SearchGrid {
+		return fmt.Errorf("unknown quantizer search %v", s)
+	}
+	return nil
+}
 
 // An event marks an inverse scale s at which the level of element j moves one step, from
 // magnitude k to k+1; it is stored as s's bits (positive floats order as their bits do) above
@@ -515,7 +566,7 @@ func (sp *sweeper) asymFit(x, w []float32, L []uint8, nmax int32, nonPosMin bool
 	return d, m
 }
 
-// asymPrelude computes what both asymmetric fits (asymFit, fastAsymFit) start from: the
+// asymPrelude computes what both asymmetric fits (asymFit, gridAsymFit) start from: the
 // block's range (lo raised to 0 with nonPosMin) and its weighted sums. flat reports a block
 // with no range to fit; its levels (written to L) and d, m are then final.
 func asymPrelude(x, w []float32, L []uint8, nmax int32, nonPosMin bool) (lo, hi float32, sw, sx, sxx, d, m float64, flat bool) {
@@ -617,9 +668,9 @@ func werr(x, y, w []float32) float64 {
 	return e
 }
 
-// keepBetter replaces the block b of type t by the reference block ref when ref's weighted
+// keepBest replaces the block b of type t by the reference block ref when ref's weighted
 // error is no larger (so ties keep llama.cpp's bytes). scratch holds at least 2*len(x) values.
-func keepBetter(t Type, b, ref []byte, x, w, scratch []float32) {
+func keepBest(t Type, b, ref []byte, x, w, scratch []float32) {
 	n := len(x)
 	yb, yr := scratch[:n], scratch[n:2*n]
 	// Static calls: a function value would make b and ref escape, costing allocations.
@@ -649,7 +700,7 @@ func keepBetter(t Type, b, ref []byte, x, w, scratch []float32) {
 		dequantQ6_K(yb, b)
 		dequantQ6_K(yr, ref)
 	default:
-		panic("keepBetter: " + t.String())
+		panic("keepBest: " + t.String())
 	}
 	if werr(x, yr, w) <= werr(x, yb, w) {
 		copy(b, ref)

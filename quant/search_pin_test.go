@@ -8,13 +8,13 @@ import (
 	"testing"
 )
 
-// The default quantizers' bytes are a contract: speed work on QuantizeBetter (better*.go) must
-// not change a single output byte. TestBetterPinned hashes the outputs of every type on rows
+// The default quantizers' bytes are a contract: speed work on the full search (search*.go) must
+// not change a single output byte. TestSearchFullPinned hashes the outputs of every type on rows
 // that exercise the searches (Gaussian, heavy-tailed, float16-valued like the random test
 // models, with calibration importance, and the edge cases) and compares them with hashes taken
 // from the code before the speed work (commit cf16f41). A changed hash means changed bytes.
 
-// pinRows returns the rows hashed by TestBetterPinned, with their importance (nil for none).
+// pinRows returns the rows hashed by TestSearchFullPinned, with their importance (nil for none).
 func pinRows() (rows, imps [][]float32) {
 	const n = 768 // the 124M shape's row length: three super-blocks
 	r := rand.New(rand.NewPCG(11, 12))
@@ -85,29 +85,21 @@ func pinRows() (rows, imps [][]float32) {
 	return rows, imps
 }
 
-// pinnedBetter are the sha256 hashes (first 16 hex digits) of QuantizeBetter's outputs on
+// pinnedFull are the sha256 hashes (first 16 hex digits) of SearchFull's outputs on
 // pinRows, computed with the code of commit cf16f41 (before the speed work).
-var pinnedBetter = map[Type]string{
+var pinnedFull = map[Type]string{
 	Q4_0: "085dc75f01f57cdb", Q4_1: "724fc4e91811ba95", Q5_0: "4a7c91b478c32ecb", Q5_1: "c04dd7b28b488557",
 	Q8_0: "7c04259d97811c79", Q4_K: "dcd1786e03598277", Q5_K: "eaa901d06a73be3d", Q6_K: "c42067d95ac27dc2",
 }
 
-func betterHash(t testing.TB, ty Type, rows, imps [][]float32) string {
-	return searchHash(t, ty, rows, imps, func(f *Format) quantizeFunc { return f.QuantizeBetter })
-}
-
-// quantizeFunc is one of a Format's quantizers (QuantizeBetter, QuantizeFast).
-type quantizeFunc = func(dst []byte, src []float32, importance []float32) error
-
-// searchHash is the hash of the rows quantized to ty by the quantizer pick chooses.
-func searchHash(t testing.TB, ty Type, rows, imps [][]float32, pick func(*Format) quantizeFunc) string {
+// searchHash is the hash of the rows quantized to ty with the search s.
+func searchHash(t testing.TB, ty Type, rows, imps [][]float32, s Search) string {
 	f, _ := FormatOf(ty)
-	quantize := pick(f)
 	h := sha256.New()
 	for i, x := range rows {
 		rs, _ := ty.RowSize(int64(len(x)))
 		q := make([]byte, rs)
-		if err := quantize(q, x, imps[i]); err != nil {
+		if err := f.QuantizeSearch(q, x, imps[i], s); err != nil {
 			t.Fatalf("%v row %d: %v", ty, i, err)
 		}
 		h.Write(q)
@@ -115,26 +107,29 @@ func searchHash(t testing.TB, ty Type, rows, imps [][]float32, pick func(*Format
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
-func TestBetterPinned(t *testing.T) {
+func TestSearchFullPinned(t *testing.T) { testPinned(t, SearchFull, pinnedFull) }
+
+// testPinned compares the hashes of the search s's outputs on pinRows with the pinned ones.
+func testPinned(t *testing.T, s Search, pinned map[Type]string) {
 	rows, imps := pinRows()
-	for _, ty := range betterTypes {
-		got := betterHash(t, ty, rows, imps)
-		if want := pinnedBetter[ty]; got != want {
-			t.Errorf("%v: QuantizeBetter's bytes changed: hash %s, pinned %s", ty, got, want)
+	for _, ty := range searchTypes {
+		got := searchHash(t, ty, rows, imps, s)
+		if want := pinned[ty]; got != want {
+			t.Errorf("%v: %v search's bytes changed: hash %s, pinned %s", ty, s, got, want)
 		}
 	}
 }
 
-// BenchmarkBetter measures QuantizeBetter on one 768-value row of float16-valued Gaussian
+// BenchmarkSearchFull measures SearchFull on one 768-value row of float16-valued Gaussian
 // weights (the random 124M model's rows); MB/s counts the float32 input bytes.
-func BenchmarkBetter(b *testing.B) {
-	benchSearch(b, func(f *Format) quantizeFunc { return f.QuantizeBetter })
+func BenchmarkSearchFull(b *testing.B) {
+	benchSearch(b, SearchFull)
 }
 
-// benchSearch runs the quantizer pick chooses on one 768-value row of float16-valued Gaussian
+// benchSearch runs the search s on one 768-value row of float16-valued Gaussian
 // weights, for every type.
-func benchSearch(b *testing.B, pick func(*Format) quantizeFunc) {
-	for _, ty := range betterTypes {
+func benchSearch(b *testing.B, s Search) {
+	for _, ty := range searchTypes {
 		b.Run(ty.String(), func(b *testing.B) {
 			rng := rand.New(rand.NewPCG(2, 2))
 			const n = 768
@@ -145,11 +140,10 @@ func benchSearch(b *testing.B, pick func(*Format) quantizeFunc) {
 			rs, _ := ty.RowSize(n)
 			q := make([]byte, rs)
 			f, _ := FormatOf(ty)
-			quantize := pick(f)
 			b.SetBytes(4 * n)
 			c0 := cpuNanos()
 			for b.Loop() {
-				if err := quantize(q, x, nil); err != nil {
+				if err := f.QuantizeSearch(q, x, nil, s); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -2,10 +2,12 @@ package quant
 
 import "math"
 
-// QuantizeBetter for the K-quants Q4_K, Q5_K (x = d*sc*l - dmin*m per 32-value sub-block,
-// 6-bit sc and m) and Q6_K (x = d*sc*l per 16-value sub-block, 8-bit signed sc). See better.go.
+// QuantizeSearch for the K-quants Q4_K, Q5_K (x = d*sc*l - dmin*m per 32-value sub-block,
+// 6-bit sc and m) and Q6_K (x = d*sc*l per 16-value sub-block, 8-bit signed sc): the row loops
+// of both searches, and the full search's super-blocks (the grid search's are in
+// search_grid_kquants.go). See search.go.
 //
-// A super-block is quantized in three steps:
+// The full search quantizes a super-block in three steps:
 //  1. every sub-block gets its own best scale (and min) as if they were stored exactly;
 //  2. the float16 super-block scales are set from the largest of them, and every sub-block
 //     picks its codes among the neighbours of its ideal ones by its actual error, the levels
@@ -21,24 +23,16 @@ const (
 	kLo6, kHi6 = 0.7, 1.06
 )
 
-func betterQ4_K(dst []byte, src []float32, importance []float32) error {
-	return betterKx(Q4_K, dst, src, importance, 15, sizeQ4_K, false)
+func searchQ4_K(dst []byte, src, importance []float32, s Search) error {
+	return searchKx(Q4_K, dst, src, importance, 15, sizeQ4_K, s)
 }
 
-func betterQ5_K(dst []byte, src []float32, importance []float32) error {
-	return betterKx(Q5_K, dst, src, importance, 31, sizeQ5_K, false)
+func searchQ5_K(dst []byte, src, importance []float32, s Search) error {
+	return searchKx(Q5_K, dst, src, importance, 31, sizeQ5_K, s)
 }
 
-func fastQ4_K(dst []byte, src []float32, importance []float32) error {
-	return betterKx(Q4_K, dst, src, importance, 15, sizeQ4_K, true)
-}
-
-func fastQ5_K(dst []byte, src []float32, importance []float32) error {
-	return betterKx(Q5_K, dst, src, importance, 31, sizeQ5_K, true)
-}
-
-func betterKx(t Type, dst []byte, src []float32, importance []float32, nmax int32, size int, fast bool) error {
-	imp, sigma2, impMean, err := prepRow(src, importance)
+func searchKx(t Type, dst []byte, src []float32, importance []float32, nmax int32, size int, s Search) error {
+	imp, sigma2, impMean, err := prepRow(src, importance, s)
 	if err != nil {
 		return err
 	}
@@ -52,13 +46,13 @@ func betterKx(t Type, dst []byte, src []float32, importance []float32, nmax int3
 		x := (*[QK_K]float32)(src[i*QK_K:])
 		blockWeights(w[:], x[:], sub(imp, i*QK_K, QK_K), sigma2, impMean)
 		b := dst[i*size : (i+1)*size]
-		if fast {
-			fastSearchKx(b, x, &w, nmax)
+		if s == SearchGrid {
+			gridBlockKx(b, x, &w, nmax)
 		} else {
-			betterBlockKx(&sp, b, x, &w, nmax)
+			sweepBlockKx(&sp, b, x, &w, nmax)
 		}
-		fastBlockKx(ref[:size], x, nmax) // quantBlockKx's bytes
-		keepBetter(t, b, ref[:size], x[:], w[:], scratch[:])
+		refBlockKx(ref[:size], x, nmax) // quantBlockKx's bytes
+		keepBest(t, b, ref[:size], x[:], w[:], scratch[:])
 	}
 	return nil
 }
@@ -72,8 +66,8 @@ type kxState struct {
 	err     float64
 }
 
-// betterBlockKx quantizes one Q4_K (nmax 15) or Q5_K (nmax 31) super-block into b.
-func betterBlockKx(sp *sweeper, b []byte, x, w *[QK_K]float32, nmax int32) {
+// sweepBlockKx quantizes one Q4_K (nmax 15) or Q5_K (nmax 31) super-block into b.
+func sweepBlockKx(sp *sweeper, b []byte, x, w *[QK_K]float32, nmax int32) {
 	var (
 		s, m [8]float64 // each sub-block's own fit: x ≈ s*l - m, m >= 0
 		L0   [QK_K]uint8
@@ -364,16 +358,8 @@ func packKx(b []byte, st *kxState, nmax int32) {
 	}
 }
 
-func betterQ6_K(dst []byte, src []float32, importance []float32) error {
-	return betterQ6Kx(dst, src, importance, false)
-}
-
-func fastQ6_K(dst []byte, src []float32, importance []float32) error {
-	return betterQ6Kx(dst, src, importance, true)
-}
-
-func betterQ6Kx(dst []byte, src []float32, importance []float32, fast bool) error {
-	imp, sigma2, impMean, err := prepRow(src, importance)
+func searchQ6_K(dst []byte, src, importance []float32, s Search) error {
+	imp, sigma2, impMean, err := prepRow(src, importance, s)
 	if err != nil {
 		return err
 	}
@@ -387,13 +373,13 @@ func betterQ6Kx(dst []byte, src []float32, importance []float32, fast bool) erro
 		x := (*[QK_K]float32)(src[i*QK_K:])
 		blockWeights(w[:], x[:], sub(imp, i*QK_K, QK_K), sigma2, impMean)
 		b := (*[sizeQ6_K]byte)(dst[i*sizeQ6_K:])
-		if fast {
-			fastBlockQ6(b, x, &w)
+		if s == SearchGrid {
+			gridBlockQ6_K(b, x, &w)
 		} else {
-			betterBlockQ6_K(&sp, b, x, &w)
+			sweepBlockQ6_K(&sp, b, x, &w)
 		}
-		fastBlockQ6_K(&ref, x) // quantBlockQ6_K's bytes
-		keepBetter(Q6_K, b[:], ref[:], x[:], w[:], scratch[:])
+		refBlockQ6_K(&ref, x) // quantBlockQ6_K's bytes
+		keepBest(Q6_K, b[:], ref[:], x[:], w[:], scratch[:])
 	}
 	return nil
 }
@@ -406,7 +392,7 @@ type q6State struct {
 	err float64
 }
 
-func betterBlockQ6_K(sp *sweeper, b *[sizeQ6_K]byte, x, w *[QK_K]float32) {
+func sweepBlockQ6_K(sp *sweeper, b *[sizeQ6_K]byte, x, w *[QK_K]float32) {
 	var (
 		s    [16]float64
 		L0   [QK_K]int8
