@@ -3,13 +3,17 @@ package llm
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/gorun-dev/gorun/gguf"
 	"github.com/gorun-dev/gorun/internal/fixtures"
+	"github.com/gorun-dev/gorun/internal/testmodel"
 	"github.com/gorun-dev/gorun/quant"
 )
 
@@ -167,5 +171,164 @@ func TestPerplexityFixturesLlama(t *testing.T) {
 		if math.Abs(res.PPL-c.want) > 0.02 || res.Scored != c.scored {
 			t.Errorf("%s score-all=%v: PPL %.4f over %d tokens, want %.4f over %d", kjvModel, c.scoreAll, res.PPL, res.Scored, c.want, c.scored)
 		}
+	}
+}
+
+// llamaPresets are the random Llama-family models the self-contained tests run: grouped-query
+// attention with a tied output; one key/value head, a separate output, RoPE base 500000 and
+// Llama 3.1's frequency factors; Qwen2's biases and NeoX RoPE.
+var llamaPresets = []string{"llama-tiny", "llama-tiny-untied", "qwen2-tiny"}
+
+// writePreset writes a random model of a testmodel preset, edited, and returns its path.
+func writePreset(t testing.TB, preset string, edit func(c *testmodel.Config)) string {
+	t.Helper()
+	c, err := testmodel.Preset(preset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(&c)
+	}
+	path := filepath.Join(t.TempDir(), preset+".gguf")
+	if err := testmodel.Write(path, c); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func loadPath(t testing.TB, path string, opts Options) *Model {
+	t.Helper()
+	m, err := Load(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// TestBatchEqualsIncremental for the Llama family: one batch, batches of 7 and token by token
+// give bit-identical logits, with any number of threads.
+func TestBatchEqualsIncrementalLlama(t *testing.T) {
+	for _, preset := range llamaPresets {
+		for _, typ := range []quant.Type{quant.F32, quant.F16} {
+			path := writePreset(t, preset, func(c *testmodel.Config) { c.Type = typ })
+			step := stepLogits(t, loadPath(t, path, Options{Threads: 2}), testTokens)
+			batch := batchLogits(t, loadPath(t, path, Options{Threads: 3}), testTokens)
+			chunked := batchLogits(t, loadPath(t, path, Options{Threads: 1, BatchSize: 7}), testTokens)
+			for i := range step {
+				if step[i] != batch[i] || step[i] != chunked[i] || math.IsNaN(float64(step[i])) {
+					t.Fatalf("%s %v: logit %d: step %v, batch %v, batches of 7 %v", preset, typ, i, step[i], batch[i], chunked[i])
+				}
+			}
+		}
+	}
+}
+
+// TestBatchedStepBitIdentical for the Llama family: rows of a batched step (BuildRows, with
+// grouped-query attention over each row's own cache) equal each session's step alone.
+func TestBatchedStepBitIdenticalLlama(t *testing.T) {
+	for _, preset := range []string{"llama-tiny-untied", "qwen2-tiny"} {
+		checkBatchedStep(t, preset, false)
+	}
+}
+
+// Variants of the architectures that gorun does not compute are refused at load, by name.
+func TestLlamaVariantsRefused(t *testing.T) {
+	cases := []struct {
+		preset string
+		key    string
+		value  any
+		want   string
+	}{
+		{"llama-tiny", "llama.rope.scaling.type", "yarn", `llama.rope.scaling.type = "yarn"`},
+		{"qwen2-tiny", "qwen2.rope.scaling.type", "longrope", `qwen2.rope.scaling.type = "longrope"`},
+		{"llama-tiny", "llama.expert_count", uint32(8), "mixture of experts"},
+		{"llama-tiny", "llama.attention.value_length", uint32(8), "value_length"},
+		{"llama-tiny", "llama.rope.dimension_count", uint32(17), "rope.dimension_count"},
+		{"llama-tiny", "llama.attention.head_count_kv", uint32(3), "key/value heads"},
+	}
+	for _, c := range cases {
+		cfg, _ := testmodel.Preset(c.preset)
+		w, data, err := testmodel.Writer(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Set(c.key, c.value); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(t.TempDir(), "variant.gguf")
+		if err := w.WriteFile(path, data); err != nil {
+			t.Fatal(err)
+		}
+		_, err = Load(path, Options{Threads: 1})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s with %s = %v: error %v, want one naming %q", c.preset, c.key, c.value, err, c.want)
+		}
+	}
+}
+
+// A tensor the graph would not use (here a mixture-of-experts router) makes the load fail
+// naming it, instead of running a different model silently.
+func TestLlamaUnknownTensorRefused(t *testing.T) {
+	cfg, _ := testmodel.Preset("llama-tiny")
+	w, data, err := testmodel.Writer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(w.Tensors())
+	if err := w.AddTensor("blk.0.ffn_gate_inp.weight", quant.F32, []int64{64, 4}); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "moe.gguf")
+	zeros := make([]byte, 64*4*4)
+	err = w.WriteFile(path, func(i int, ti *gguf.TensorInfo) ([]byte, error) {
+		if i == n {
+			return zeros, nil
+		}
+		return data(i, ti)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Load(path, Options{Threads: 1})
+	if !errors.Is(err, ErrUnsupportedArchitecture) || !strings.Contains(err.Error(), "blk.0.ffn_gate_inp.weight") {
+		t.Errorf("error %v, want ErrUnsupportedArchitecture naming blk.0.ffn_gate_inp.weight", err)
+	}
+}
+
+// Linear RoPE scaling (rope.scaling.type = linear) is read and applied: a factor of 4 changes
+// the logits, a factor of 1 and the type "none" are no scaling. (The op's arithmetic with a
+// scale is checked against float64 in cpu's TestRoPE.)
+func TestLlamaLinearRopeScaling(t *testing.T) {
+	logits := func(typ string, factor float32) []float32 {
+		cfg, _ := testmodel.Preset("llama-tiny")
+		w, data, err := testmodel.Writer(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if typ != "" {
+			if err := w.Set("llama.rope.scaling.type", typ); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Set("llama.rope.scaling.factor", factor); err != nil {
+				t.Fatal(err)
+			}
+		}
+		path := filepath.Join(t.TempDir(), "scaled.gguf")
+		if err := w.WriteFile(path, data); err != nil {
+			t.Fatal(err)
+		}
+		m := loadPath(t, path, Options{Threads: 1})
+		if typ == "linear" && factor != 1 && m.Hparams().Rope.FreqScale != 1/factor {
+			t.Errorf("rope scale %v, want 1/%v", m.Hparams().Rope.FreqScale, factor)
+		}
+		return batchLogits(t, m, testTokens)
+	}
+	plain, none, one, four := logits("", 0), logits("none", 4), logits("linear", 1), logits("linear", 4)
+	if !slices.Equal(plain, none) || !slices.Equal(plain, one) {
+		t.Errorf("no scaling, scaling type none, and linear scaling by 1 differ")
+	}
+	if slices.Equal(plain, four) {
+		t.Errorf("linear scaling by 4 changes nothing")
 	}
 }

@@ -93,10 +93,10 @@ func llamaHparams(f *gguf.File, arch string) (Hparams, error) {
 		return hp, r.err
 	}
 	if !r.equals("attention.value_length", hp.HeadDim) {
-		return hp, fmt.Errorf("%s.attention.value_length differs from the key length %d: gorun needs keys and values of one size", arch, hp.HeadDim)
+		return hp, fmt.Errorf("%w: %s.attention.value_length differs from the key length %d: gorun needs keys and values of one size", ErrUnsupportedArchitecture, arch, hp.HeadDim)
 	}
 	if !r.equals("expert_count", 0) {
-		return hp, fmt.Errorf("%s with %s.expert_count > 0 is a mixture of experts (Mixtral-style), which gorun does not run", arch, arch)
+		return hp, fmt.Errorf("%w: %s with %s.expert_count > 0 is a mixture of experts (Mixtral-style), which gorun does not run", ErrUnsupportedArchitecture, arch, arch)
 	}
 	hp.Rope.NeoX = arch == "qwen2" // llama.cpp: LLAMA_ROPE_TYPE_NEOX for qwen2, NORM for llama
 	r.intOr(&hp.Rope.Dims, "rope.dimension_count", hp.HeadDim, hp.HeadDim)
@@ -131,7 +131,7 @@ func ropeScale(f *gguf.File, arch string, err error) (float32, error) {
 		return 1, nil
 	case "linear":
 	default:
-		return 1, fmt.Errorf("%s.rope.scaling.type = %q: gorun runs RoPE without scaling or with linear scaling only", arch, typ)
+		return 1, fmt.Errorf("%w: %s.rope.scaling.type = %q: gorun runs RoPE without scaling or with linear scaling only", ErrUnsupportedArchitecture, arch, typ)
 	}
 	if !f.Has(factorKey) {
 		return 1, nil

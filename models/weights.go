@@ -38,7 +38,7 @@ func (w *weights) allUsed(arch string) {
 	}
 	for i := range w.f.Tensors {
 		if name := w.f.Tensors[i].Name; !w.used[name] {
-			w.err = fmt.Errorf("tensor %q is not part of the %s graph gorun runs (a variant of %s that gorun does not support)", name, arch, arch)
+			w.err = fmt.Errorf("%w: tensor %q is not part of the %s graph gorun runs (a variant of %s that gorun does not support)", ErrUnsupportedArchitecture, name, arch, arch)
 			return
 		}
 	}
