@@ -174,6 +174,54 @@ func TestPerplexityFixturesLlama(t *testing.T) {
 	}
 }
 
+// The Llama fixture quantized with the reference quantizers (llama.cpp's llama-quantize
+// bytes: the same file sizes and types) scores the exact perplexity of llama.cpp's files: the
+// quantized Llama path (Q8_0, Q4_0, Q6_K weights with float32 activations) is exact too.
+func TestPerplexityFixturesLlamaQuantized(t *testing.T) {
+	if testing.Short() {
+		t.Skip("quantizing and scoring two models takes a while")
+	}
+	r, _ := loadKjvRefs(t)
+	text, err := os.ReadFile(fixtures.Path(t, "eval_kjv.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		recipe string
+		ref    string // the file llama_kjv_refs.json names
+		size   int64  // its bytes
+	}{{"q8_0", "llama-kjv-q8_0.gguf", 20467232}, {"q4_0", "llama-kjv-q4_0.gguf", 14992000}} {
+		exact := r.Perplexity[c.ref].LlamaCpp
+		if exact == 0 {
+			t.Fatalf("llama_kjv_refs.json has no exact perplexity of %s", c.ref)
+		}
+		ft, err := quant.ParseFileType(c.recipe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(t.TempDir(), c.ref)
+		if _, err := Quantize(fixtures.Path(t, kjvModel), path, QuantizeOptions{FileType: ft, Reference: true, Threads: 2}); err != nil {
+			t.Fatal(err)
+		}
+		if st, err := os.Stat(path); err != nil || st.Size() != c.size {
+			t.Fatalf("%s: %v, want %d bytes as llama.cpp's file", c.ref, err, c.size)
+		}
+		m := loadPath(t, path, Options{Threads: 2, ContextLength: 512})
+		s, err := m.NewSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := s.Perplexity(context.Background(), m.Tokenizer().Encode(string(text)), PerplexityOptions{Chunk: 512})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s (reference quantizers): PPL %.4f over %d tokens (exact: %.4f)", c.ref, res.PPL, res.Scored, exact)
+		if math.Abs(res.PPL-exact) > 0.02 || res.Scored != 8*255 {
+			t.Errorf("%s: PPL %.4f over %d tokens, want %.4f over %d", c.ref, res.PPL, res.Scored, exact, 8*255)
+		}
+	}
+}
+
 // llamaPresets are the random Llama-family models the self-contained tests run: grouped-query
 // attention with a tied output; one key/value head, a separate output, RoPE base 500000 and
 // Llama 3.1's frequency factors; Qwen2's biases and NeoX RoPE.
