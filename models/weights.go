@@ -11,8 +11,8 @@ import (
 // weights loads named tensors of a file as static graph tensors on a backend, checking shapes
 // and types. It keeps the first error, so an architecture's loader is a list of its tensors.
 type weights struct {
-	f   *gguf.File
-	be  graph.Backend
+	f    *gguf.File
+	be   graph.Backend
 	ctx  *graph.Context
 	err  error
 	used map[string]bool // tensors loaded so far
