@@ -380,3 +380,62 @@ func TestLlamaLinearRopeScaling(t *testing.T) {
 		t.Errorf("linear scaling by 4 changes nothing")
 	}
 }
+
+// A Llama without output.weight multiplies by token_embd.weight (tied): the same logits as a
+// file whose output.weight is a copy of the embeddings; a different output.weight is used.
+func TestTiedOutputLlama(t *testing.T) {
+	cfg, _ := testmodel.Preset("llama-tiny")
+	cfg.NoOutput = false
+	w, data, err := testmodel.Writer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := w.Tensors()
+	emb := slices.IndexFunc(ts, func(ti gguf.TensorInfo) bool { return ti.Name == "token_embd.weight" })
+	out := slices.IndexFunc(ts, func(ti gguf.TensorInfo) bool { return ti.Name == "output.weight" })
+	if emb < 0 || out < 0 {
+		t.Fatalf("no token_embd.weight or output.weight in %v", ts)
+	}
+	untied := filepath.Join(t.TempDir(), "untied.gguf")
+	err = w.WriteFile(untied, func(i int, ti *gguf.TensorInfo) ([]byte, error) {
+		if i == out {
+			return data(emb, &ts[emb])
+		}
+		return data(i, ti)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := batchLogits(t, loadPath(t, untied, Options{Threads: 2}), testTokens)
+	b := batchLogits(t, loadPath(t, writePreset(t, "llama-tiny", nil), Options{Threads: 2}), testTokens)
+	if !slices.Equal(a, b) {
+		t.Errorf("output.weight = token_embd.weight and a tied output give different logits")
+	}
+	// A random output.weight of its own is used: the logits change.
+	own := batchLogits(t, loadPath(t, writePreset(t, "llama-tiny", func(c *testmodel.Config) { c.NoOutput = false }), Options{Threads: 2}), testTokens)
+	if slices.Equal(own, b) {
+		t.Errorf("a separate output.weight is ignored")
+	}
+}
+
+// Generating a token with a Llama runs the prebuilt decode graph and allocates nothing (RoPE's
+// angles live in the backend's per-thread scratch).
+func TestDecodeDoesNotAllocateLlama(t *testing.T) {
+	m := loadPath(t, writePreset(t, "llama-tiny-untied", nil), Options{Threads: 2})
+	s, err := m.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Eval(testTokens[:4]); err != nil {
+		t.Fatal(err)
+	}
+	one := []int32{9}
+	allocs := testing.AllocsPerRun(20, func() {
+		if _, err := s.Eval(one); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per generated token", allocs)
+	}
+}
