@@ -49,10 +49,11 @@ func (b *Backend) SetObserver(f func(n *graph.Tensor)) { b.observe = f }
 
 // threadScratch is per-thread working memory, grown (rarely) before a Compute, never during.
 type threadScratch struct {
-	tile   []float32 // dequantized weight rows for batched matmul
-	scores []float32 // attention scores of one query
-	rope   []float32 // cosines and sines of one row's RoPE angles
-	o4     [4]float32
+	tile      []float32 // dequantized weight rows for batched matmul
+	scores    []float32 // attention scores of one query
+	rope      []float32 // cosines and sines of one row's RoPE angles
+	ropeFreqs []float64 // RoPE's angle per position of each pair
+	o4        [4]float32
 }
 
 // New starts a backend with the given number of threads (<= 0: one per physical core).
@@ -202,6 +203,7 @@ func (b *Backend) prepare(g *graph.Graph) error {
 		}
 		if len(s.rope) < rope {
 			s.rope = make([]float32, rope)
+			s.ropeFreqs = make([]float64, rope/2)
 		}
 	}
 	return nil

@@ -149,8 +149,8 @@ func rmsNorm(n *graph.Tensor, ith, nth int) {
 	}
 }
 
-// rope rotates the heads of each row by the row's position. A thread computes a row's angles
-// once (into its scratch) and rotates every head with them.
+// rope rotates the heads of each row by the row's position. A thread computes the frequencies
+// once per node and a row's angles once (into its scratch), and rotates every head with them.
 func (b *Backend) rope(n *graph.Tensor, ith, nth int) {
 	x, pos := n.Src[0], n.Src[1].I32()
 	headDim, dims, mode := n.IParams[0], n.IParams[1], n.IParams[2]
@@ -158,14 +158,15 @@ func (b *Backend) rope(n *graph.Tensor, ith, nth int) {
 	if n.Src[2] != nil {
 		factors = n.Src[2].F32()
 	}
-	cs := b.scratch[ith].rope[:dims]
+	cs, freqs := b.scratch[ith].rope[:dims], b.scratch[ith].ropeFreqs[:dims/2]
+	kernels.RopeFreqs(freqs, dims, n.FParams[0], n.FParams[1], factors)
 	rotate := kernels.RopeNormal
 	if mode == graph.RopeNeoX {
 		rotate = kernels.RopeNeoX
 	}
 	lo, hi := split(n.NRows(), ith, nth)
 	for r := lo; r < hi; r++ {
-		kernels.RopeAngles(cs, int(pos[r]), dims, n.FParams[0], n.FParams[1], factors)
+		kernels.RopeAngles(cs, int(pos[r]), freqs)
 		src, dst := x.F32Row(r), n.F32Row(r)
 		for h := 0; h < len(src); h += headDim {
 			rotate(dst[h:h+headDim], src[h:h+headDim], cs)

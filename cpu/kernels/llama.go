@@ -27,17 +27,26 @@ func RMSNorm(dst, x, w []float32, eps float32) {
 	}
 }
 
-// RopeAngles sets cs[2i], cs[2i+1] to the cosine and sine of the angle of pair i < len(cs)/2
-// at position pos: pos * scale * base^(-2i/dims) / factors[i] (factors nil: 1). The angles are
-// computed in float64 and rounded once, so they are as exact as float32 allows at any position.
-func RopeAngles(cs []float32, pos int, dims int, base, scale float32, factors []float32) {
-	p := float64(pos) * float64(scale)
-	for i := 0; i < len(cs)/2; i++ {
-		theta := p * math.Pow(float64(base), -float64(2*i)/float64(dims))
+// RopeFreqs sets freqs[i] to the angle per position of pair i < len(freqs):
+// scale * base^(-2i/dims) / factors[i] (factors nil: 1), in float64.
+func RopeFreqs(freqs []float64, dims int, base, scale float32, factors []float32) {
+	for i := range freqs {
+		f := float64(scale) * math.Pow(float64(base), -float64(2*i)/float64(dims))
 		if factors != nil {
-			theta /= float64(factors[i])
+			f /= float64(factors[i])
 		}
-		s, c := math.Sincos(theta)
+		freqs[i] = f
+	}
+}
+
+// RopeAngles sets cs[2i], cs[2i+1] to the cosine and sine of pos * freqs[i] (RopeFreqs), for
+// i < len(cs)/2. The angles are computed in float64 and rounded once, so they are as exact as
+// float32 allows at any position.
+func RopeAngles(cs []float32, pos int, freqs []float64) {
+	p := float64(pos)
+	freqs = freqs[:len(cs)/2]
+	for i, f := range freqs {
+		s, c := math.Sincos(p * f)
 		cs[2*i], cs[2*i+1] = float32(c), float32(s)
 	}
 }
