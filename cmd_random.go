@@ -11,8 +11,8 @@ import (
 )
 
 func cmdRandomModel(args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("random-model", "gorun random-model -shape 124M -o OUT.gguf: write a GPT-2 of a real shape with random weights (for benchmarks; it writes no sensible text)", stderr)
-	shape := fs.String("shape", "124M", "tiny, 124M, 355M, 774M or 1.5B")
+	fs := newFlags("random-model", "gorun random-model -shape 124M -o OUT.gguf: write a GPT-2, Llama or Qwen2 of a real shape with random weights (for benchmarks; it writes no sensible text)", stderr)
+	shape := fs.String("shape", "124M", testmodel.PresetNames)
 	out := fs.String("o", "", "output `FILE`")
 	typ := fs.String("type", "f16", "matrix type: f32, f16 or bf16")
 	seed := fs.Int64("seed", 1, "random seed")
@@ -42,7 +42,11 @@ func cmdRandomModel(args []string, stdout, stderr io.Writer) error {
 	if err := testmodel.Write(*out, c); err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "wrote %s: GPT-2 %s, %v matrices, random weights\n", *out, *shape, c.Type)
+	arch := c.Arch
+	if arch == "" {
+		arch = "gpt2"
+	}
+	fmt.Fprintf(stderr, "wrote %s: %s %s, %v matrices, random weights\n", *out, arch, *shape, c.Type)
 	return nil
 }
 

@@ -13,7 +13,7 @@ import (
 // pairs from a shared counter.
 func (b *Backend) attention(idx int, n *graph.Tensor, ith int) {
 	q, k, v, pos := n.Src[0], n.Src[1], n.Src[2], n.Src[3].I32()
-	heads := n.IParams[0]
+	heads, group := attentionHeads(n)
 	D := q.Ne[0] / heads
 	scale := n.FParams[0]
 	tasks := q.NRows() * heads
@@ -33,12 +33,22 @@ func (b *Backend) attention(idx int, n *graph.Tensor, ith int) {
 		qh := q.F32Row(i)[h*D : (h+1)*D]
 		out := n.F32Row(i)[h*D : (h+1)*D]
 		scores := s.scores[:p+1]
-		attendHead(out, qh, k, v, h*D, scores, scale)
+		attendHead(out, qh, k, v, h/group*D, scores, scale)
 	}
 }
 
+// attentionHeads returns an attention node's query heads and how many of them share each
+// key/value head (1 without grouped-query attention).
+func attentionHeads(n *graph.Tensor) (heads, group int) {
+	heads, kv := n.IParams[0], n.IParams[1]
+	if kv == 0 {
+		return heads, 1
+	}
+	return heads, heads / kv
+}
+
 // attendHead computes softmax(q·k_j * scale) over cache rows j < len(scores) and the weighted
-// sum of the v rows, for the head slice starting at element off.
+// sum of the v rows, for the key/value head slice starting at element off.
 func attendHead(out, qh []float32, k, v *graph.Tensor, off int, scores []float32, scale float32) {
 	D := len(qh)
 	if k.Type == quant.F32 && v.Type == quant.F32 && scale > 0 {
@@ -138,7 +148,7 @@ func (b *Backend) storeKVRows(n *graph.Tensor, ith, nth int) {
 // to attention over that sequence alone.
 func (b *Backend) attentionRows(idx int, n *graph.Tensor, ith int) {
 	q, ks, vs, pos := n.Src[0], n.Src[1].Caches, n.Src[2].Caches, n.Src[3].I32()
-	heads := n.IParams[0]
+	heads, group := attentionHeads(n)
 	D := q.Ne[0] / heads
 	scale := n.FParams[0]
 	tasks := q.NRows() * heads
@@ -157,7 +167,7 @@ func (b *Backend) attentionRows(idx int, n *graph.Tensor, ith int) {
 		}
 		qh := q.F32Row(i)[h*D : (h+1)*D]
 		out := n.F32Row(i)[h*D : (h+1)*D]
-		attendHead(out, qh, ks[i], vs[i], h*D, s.scores[:p+1], scale)
+		attendHead(out, qh, ks[i], vs[i], h/group*D, s.scores[:p+1], scale)
 	}
 }
 

@@ -50,9 +50,11 @@ func (b *Backend) SetObserver(f func(n *graph.Tensor)) { b.observe = f }
 
 // threadScratch is per-thread working memory, grown (rarely) before a Compute, never during.
 type threadScratch struct {
-	tile   []float32 // dequantized weight rows for batched matmul
-	scores []float32 // attention scores of one query
-	o4     [4]float32
+	tile      []float32 // dequantized weight rows for batched matmul
+	scores    []float32 // attention scores of one query
+	rope      []float32 // cosines and sines of one row's RoPE angles
+	ropeFreqs []float64 // RoPE's angle per position of each pair
+	o4        [4]float32
 }
 
 // New starts a backend with the given number of threads (<= 0: one per physical core).
@@ -150,7 +152,8 @@ func supports(n *graph.Tensor) error {
 			return fmt.Errorf("cpu: %v of %q: tensor type %v is not supported", n.Op, n.Src[0].Name, n.Src[0].Type)
 		}
 	case graph.OpNone, graph.OpView, graph.OpAdd, graph.OpMul, graph.OpLayerNorm, graph.OpGELU, graph.OpScale,
-		graph.OpStoreKV, graph.OpCopy, graph.OpAttention, graph.OpStoreKVRows, graph.OpAttentionRows:
+		graph.OpStoreKV, graph.OpCopy, graph.OpAttention, graph.OpStoreKVRows, graph.OpAttentionRows,
+		graph.OpRMSNorm, graph.OpRoPE, graph.OpSwiGLU:
 	default:
 		return fmt.Errorf("cpu: op %v is not supported", n.Op)
 	}
@@ -163,7 +166,7 @@ func (b *Backend) prepare(g *graph.Graph) error {
 	if len(b.chunks) < len(g.Nodes) {
 		b.chunks = make([]atomic.Int64, len(g.Nodes))
 	}
-	tile, scores, qact := 0, 0, 0
+	tile, scores, qact, rope := 0, 0, 0, 0
 	for _, n := range g.Nodes {
 		if n.Buf == nil {
 			return fmt.Errorf("cpu: node %q (%v) has no memory: graph not bound", n.Name, n.Op)
@@ -185,6 +188,8 @@ func (b *Backend) prepare(g *graph.Graph) error {
 			scores = max(scores, n.Src[1].Ne[1])
 		case graph.OpAttentionRows:
 			scores = max(scores, attentionRowsScores(n))
+		case graph.OpRoPE:
+			rope = max(rope, n.IParams[1])
 		}
 	}
 	if len(b.qact) < qact {
@@ -197,6 +202,10 @@ func (b *Backend) prepare(g *graph.Graph) error {
 		}
 		if len(s.scores) < scores {
 			s.scores = make([]float32, scores)
+		}
+		if len(s.rope) < rope {
+			s.rope = make([]float32, rope)
+			s.ropeFreqs = make([]float64, rope/2)
 		}
 	}
 	return nil
@@ -245,6 +254,12 @@ func (b *Backend) compute(idx int, n *graph.Tensor, ith, nth int) {
 		b.storeKVRows(n, ith, nth)
 	case graph.OpAttentionRows:
 		b.attentionRows(idx, n, ith)
+	case graph.OpRMSNorm:
+		rmsNorm(n, ith, nth)
+	case graph.OpRoPE:
+		b.rope(n, ith, nth)
+	case graph.OpSwiGLU:
+		swiGLU(n, ith, nth)
 	}
 }
 

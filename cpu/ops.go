@@ -135,3 +135,50 @@ func (b *Backend) storeKV(n *graph.Tensor, ith, nth int) {
 		}
 	}
 }
+
+// rmsNorm normalizes rows by their root mean square (kernels.RMSNorm).
+func rmsNorm(n *graph.Tensor, ith, nth int) {
+	x, w := n.Src[0], n.Src[1]
+	var wr []float32
+	if w != nil {
+		wr = w.F32Row(0)
+	}
+	lo, hi := split(n.NRows(), ith, nth)
+	for r := lo; r < hi; r++ {
+		kernels.RMSNorm(n.F32Row(r), x.F32Row(r), wr, n.FParams[0])
+	}
+}
+
+// rope rotates the heads of each row by the row's position. A thread computes the frequencies
+// once per node and a row's angles once (into its scratch), and rotates every head with them.
+func (b *Backend) rope(n *graph.Tensor, ith, nth int) {
+	x, pos := n.Src[0], n.Src[1].I32()
+	headDim, dims, mode := n.IParams[0], n.IParams[1], n.IParams[2]
+	var factors []float32
+	if n.Src[2] != nil {
+		factors = n.Src[2].F32()
+	}
+	cs, freqs := b.scratch[ith].rope[:dims], b.scratch[ith].ropeFreqs[:dims/2]
+	kernels.RopeFreqs(freqs, dims, n.FParams[0], n.FParams[1], factors)
+	rotate := kernels.RopeNormal
+	if mode == graph.RopeNeoX {
+		rotate = kernels.RopeNeoX
+	}
+	lo, hi := split(n.NRows(), ith, nth)
+	for r := lo; r < hi; r++ {
+		kernels.RopeAngles(cs, int(pos[r]), freqs)
+		src, dst := x.F32Row(r), n.F32Row(r)
+		for h := 0; h < len(src); h += headDim {
+			rotate(dst[h:h+headDim], src[h:h+headDim], cs)
+		}
+	}
+}
+
+// swiGLU is the gated activation silu(gate) * up (kernels.SwiGLU).
+func swiGLU(n *graph.Tensor, ith, nth int) {
+	g, u := n.Src[0], n.Src[1]
+	lo, hi := split(n.NRows(), ith, nth)
+	for r := lo; r < hi; r++ {
+		kernels.SwiGLU(n.F32Row(r), g.F32Row(r), u.F32Row(r))
+	}
+}

@@ -16,7 +16,7 @@ const (
 	OpGELU                // GELU, tanh approximation
 	OpScale               // Src0 * FParams[0]
 	OpStoreKV             // writes rows of Src1 [D, N] into cache Src0 [D, C] at rows Src2 (positions I32 [N]); the node is a view of the cache
-	OpAttention           // causal multi-head attention of Src0 q [E, N] over caches Src1 K, Src2 V [E, C] at positions Src3; IParams[0] = heads, FParams[0] = scale
+	OpAttention           // causal multi-head attention of Src0 q [E, N] over caches Src1 K, Src2 V [E, C] at positions Src3; IParams[0] = heads, IParams[1] = key/value heads (0: heads), FParams[0] = scale
 	OpCopy                // Src0 copied into a packed tensor
 	// OpStoreKVRows writes row i of Src0 [D, N] into the cache Caches[i] at row positions[i]
 	// (Src1, I32 [N]): rows of several sequences, each with its own cache. The node is a view
@@ -25,8 +25,19 @@ const (
 	// OpAttentionRows is OpAttention for rows of several sequences: query row i of Src0 [E, N]
 	// attends to rows 0..positions[i] (Src3) of the caches Src1.Caches[i] (keys) and
 	// Src2.Caches[i] (values), Src1 and Src2 being OpStoreKVRows nodes. IParams[0] = heads,
-	// FParams[0] = scale.
+	// IParams[1] = key/value heads (0: heads), FParams[0] = scale.
 	OpAttentionRows
+	// OpRMSNorm is x / sqrt(mean(x²) + eps) [* Src1], per row of Src0; FParams[0] = eps.
+	OpRMSNorm
+	// OpRoPE rotates each head of IParams[0] values of the rows of Src0 by their positions
+	// (Src1, I32 [N]): the first IParams[1] values of a head, in pairs (2i, 2i+1) (ggml's
+	// normal mode, IParams[2] = RopeNormal) or (i, i+dims/2) (NeoX, IParams[2] = RopeNeoX),
+	// by the angle pos * FParams[1] * FParams[0]^(-2i/dims) / Src2[i] (Src2, optional F32
+	// [dims/2], are Llama 3.1's frequency factors); the other values are copied.
+	OpRoPE
+	// OpSwiGLU is silu(Src0) * Src1 elementwise (silu(x) = x / (1 + exp(-x))): the Llama
+	// feed-forward's gate applied to its up projection.
+	OpSwiGLU
 	opCount
 )
 
@@ -35,6 +46,7 @@ var opNames = [...]string{
 	OpLayerNorm: "layer_norm", OpMulMat: "mul_mat", OpGELU: "gelu", OpScale: "scale",
 	OpStoreKV: "store_kv", OpAttention: "attention", OpCopy: "copy",
 	OpStoreKVRows: "store_kv_rows", OpAttentionRows: "attention_rows",
+	OpRMSNorm: "rms_norm", OpRoPE: "rope", OpSwiGLU: "swiglu",
 }
 
 // opNames names every op: the constant index is out of range, a compile error, unless the
@@ -177,17 +189,49 @@ func (c *Context) StoreKV(cache, v, positions *Tensor) *Tensor {
 // Attention computes causal multi-head attention: each query row i (at position positions[i])
 // attends to cache rows 0..positions[i] of k and v, per head of E/heads elements.
 func (c *Context) Attention(q, k, v, positions *Tensor, heads int, scale float32) *Tensor {
+	return c.AttentionGQA(q, k, v, positions, heads, 0, scale)
+}
+
+// AttentionGQA is Attention with grouped-query attention: the heads query heads share kvHeads
+// key/value heads (query head h reads key/value head h / (heads/kvHeads)), so the caches have
+// rows of kvHeads x head_dim values and q rows of heads x head_dim. kvHeads 0 (or heads) is
+// multi-head attention, and then the node is the one Attention makes.
+func (c *Context) AttentionGQA(q, k, v, positions *Tensor, heads, kvHeads int, scale float32) *Tensor {
 	c.checkF32(OpAttention, q)
-	if heads < 1 || q.Ne[0]%heads != 0 || k.Ne[0] != q.Ne[0] || v.Ne[0] != q.Ne[0] || k.Ne[1] != v.Ne[1] {
-		c.fail("attention: q %v k %v v %v heads %d", q.Ne, k.Ne, v.Ne, heads)
+	if !c.checkHeads(q, k, v, heads, kvHeads) || k.Ne[1] != v.Ne[1] {
+		c.fail("attention: q %v k %v v %v heads %d/%d", q.Ne, k.Ne, v.Ne, heads, kvHeads)
 	}
 	if positions.NElements() != q.NRows() || positions.Type != quant.I32 {
 		c.fail("attention: %d positions for %d queries", positions.NElements(), q.NRows())
 	}
 	t := c.newNode(OpAttention, quant.F32, rowsLike(q), q, k, v, positions)
 	t.IParams[0] = heads
+	t.IParams[1] = gqaHeads(heads, kvHeads)
 	t.FParams[0] = scale
 	return t
+}
+
+// gqaHeads is IParams[1] of an attention node: the key/value heads, or 0 for multi-head
+// attention (so that a multi-head node is the same whichever constructor made it, and a
+// backend that knows only multi-head attention computes it).
+func gqaHeads(heads, kvHeads int) int {
+	if kvHeads == heads {
+		return 0
+	}
+	return kvHeads
+}
+
+// checkHeads checks that q rows hold heads heads and k, v rows kvHeads heads (heads if 0) of
+// the same size, and that the query heads share the key/value heads evenly.
+func (c *Context) checkHeads(q, k, v *Tensor, heads, kvHeads int) bool {
+	if kvHeads == 0 {
+		kvHeads = heads
+	}
+	if heads < 1 || kvHeads < 1 || heads%kvHeads != 0 || q.Ne[0]%heads != 0 {
+		return false
+	}
+	d := q.Ne[0] / heads
+	return k.Ne[0] == kvHeads*d && v.Ne[0] == kvHeads*d
 }
 
 // StoreKVRows writes row i of v into caches[i] at the row positions[i] names, for a batch of rows
@@ -215,13 +259,19 @@ func (c *Context) StoreKVRows(caches []*Tensor, v, positions *Tensor) *Tensor {
 // to rows 0..positions[i] of its own caches, those StoreKVRows gave k and v (which must come
 // from StoreKVRows over the same rows). Each row is computed exactly as Attention computes it.
 func (c *Context) AttentionRows(q, k, v, positions *Tensor, heads int, scale float32) *Tensor {
+	return c.AttentionRowsGQA(q, k, v, positions, heads, 0, scale)
+}
+
+// AttentionRowsGQA is AttentionRows with kvHeads key/value heads (see AttentionGQA); each row
+// is computed exactly as AttentionGQA computes it.
+func (c *Context) AttentionRowsGQA(q, k, v, positions *Tensor, heads, kvHeads int, scale float32) *Tensor {
 	c.checkF32(OpAttentionRows, q)
 	if k.Op != OpStoreKVRows || v.Op != OpStoreKVRows || len(k.Caches) != q.NRows() || len(v.Caches) != q.NRows() {
 		c.fail("attention_rows: keys and values must be store_kv_rows nodes of %d rows", q.NRows())
 		return c.newNode(OpAttentionRows, quant.F32, rowsLike(q), q, k, v, positions)
 	}
-	if heads < 1 || q.Ne[0]%heads != 0 || k.Ne[0] != q.Ne[0] || v.Ne[0] != q.Ne[0] {
-		c.fail("attention_rows: q %v k %v v %v heads %d", q.Ne, k.Ne, v.Ne, heads)
+	if !c.checkHeads(q, k, v, heads, kvHeads) {
+		c.fail("attention_rows: q %v k %v v %v heads %d/%d", q.Ne, k.Ne, v.Ne, heads, kvHeads)
 	}
 	for i := range k.Caches {
 		if k.Caches[i].Ne[1] != v.Caches[i].Ne[1] {
@@ -234,6 +284,67 @@ func (c *Context) AttentionRows(q, k, v, positions *Tensor, heads int, scale flo
 	}
 	t := c.newNode(OpAttentionRows, quant.F32, rowsLike(q), q, k, v, positions)
 	t.IParams[0] = heads
+	t.IParams[1] = gqaHeads(heads, kvHeads)
 	t.FParams[0] = scale
 	return t
+}
+
+// RMSNorm divides each row of x by the root mean square of its values (plus eps under the
+// root), then multiplies by w when it is not nil.
+func (c *Context) RMSNorm(x, w *Tensor, eps float32) *Tensor {
+	c.checkF32(OpRMSNorm, x)
+	if w != nil && (w.Ne[0] != x.Ne[0] || w.NRows() != 1 || !c.checkF32(OpRMSNorm, w)) {
+		c.fail("rms_norm: weight %q %v does not fit rows of %d", w.Name, w.Ne, x.Ne[0])
+	}
+	t := c.newNode(OpRMSNorm, quant.F32, rowsLike(x), x, w)
+	t.FParams[0] = eps
+	return t
+}
+
+// RoPE modes: how the rotated values of a head pair up (ggml's GGML_ROPE_TYPE_*).
+const (
+	RopeNormal = 0 // pairs (2i, 2i+1): Llama, on the Q/K rows llama.cpp's converter permutes
+	RopeNeoX   = 2 // pairs (i, i+dims/2): GPT-NeoX, Qwen2
+)
+
+// Rope is how RoPE rotates the heads of a tensor.
+type Rope struct {
+	HeadDim   int     // values per head
+	Dims      int     // rotated values at the start of each head (even, <= HeadDim)
+	Mode      int     // RopeNormal or RopeNeoX
+	FreqBase  float32 // base of the frequencies (rope.freq_base)
+	FreqScale float32 // positions are multiplied by it (1, or 1/factor for linear scaling)
+	// Factors (optional, F32 [Dims/2]) divide the angles of each pair (Llama 3.1's
+	// rope_freqs.weight).
+	Factors *Tensor
+}
+
+// RoPE rotates every head of the rows of x by the positions (I32, one per row) as r says.
+func (c *Context) RoPE(x, positions *Tensor, r Rope) *Tensor {
+	c.checkF32(OpRoPE, x)
+	switch {
+	case r.HeadDim < 2 || x.Ne[0]%r.HeadDim != 0 || r.Dims < 2 || r.Dims%2 != 0 || r.Dims > r.HeadDim:
+		c.fail("rope: rows of %d, heads of %d, %d rotated dims", x.Ne[0], r.HeadDim, r.Dims)
+	case r.Mode != RopeNormal && r.Mode != RopeNeoX:
+		c.fail("rope: mode %d", r.Mode)
+	case !(r.FreqBase > 0) || !(r.FreqScale > 0):
+		c.fail("rope: frequency base %v, scale %v", r.FreqBase, r.FreqScale)
+	case positions.NElements() != x.NRows() || positions.Type != quant.I32:
+		c.fail("rope: %d positions for %d rows", positions.NElements(), x.NRows())
+	case r.Factors != nil && (r.Factors.NElements() != r.Dims/2 || !c.checkF32(OpRoPE, r.Factors)):
+		c.fail("rope: %d frequency factors for %d rotated dims", r.Factors.NElements(), r.Dims)
+	}
+	t := c.newNode(OpRoPE, quant.F32, rowsLike(x), x, positions, r.Factors)
+	t.IParams[0], t.IParams[1], t.IParams[2] = r.HeadDim, r.Dims, r.Mode
+	t.FParams[0], t.FParams[1] = r.FreqBase, r.FreqScale
+	return t
+}
+
+// SwiGLU returns silu(gate) * up elementwise.
+func (c *Context) SwiGLU(gate, up *Tensor) *Tensor {
+	c.checkF32(OpSwiGLU, gate, up)
+	if gate.Ne[0] != up.Ne[0] || gate.NRows() != up.NRows() {
+		c.fail("swiglu: gate %v and up %v differ", gate.Ne, up.Ne)
+	}
+	return c.newNode(OpSwiGLU, quant.F32, rowsLike(gate), gate, up)
 }

@@ -25,7 +25,13 @@ var batchInvariantRecipes = []string{"f16", "q8_0", "q4_0", "q5_1", "q4_k_m", "q
 // for float and quantized weights: each row of a batched step goes through the same kernels in
 // the same summation order as a lone row.
 func TestBatchedStepBitIdentical(t *testing.T) {
-	c, _ := testmodel.Preset("tiny")
+	checkBatchedStep(t, "tiny", true)
+}
+
+// checkBatchedStep checks a preset (at f32 and quantized with batchInvariantRecipes, and the
+// GPT-2 fixtures when withFixtures) for TestBatchedStepBitIdentical.
+func checkBatchedStep(t *testing.T, preset string, withFixtures bool) {
+	c, _ := testmodel.Preset(preset)
 	dir := t.TempDir()
 	base := filepath.Join(dir, "tiny-f32.gguf")
 	c.Type = quant.F32
@@ -46,7 +52,7 @@ func TestBatchedStepBitIdentical(t *testing.T) {
 	}
 	// The fixtures have rows of 256: real K-quant blocks (the tiny random model's 64-wide rows
 	// fall back to Q5_0/Q8_0 in the K recipes).
-	if dir, err := fixtures.Find(); err == nil {
+	if dir, err := fixtures.Find(); err == nil && withFixtures {
 		for _, f := range []string{"gpt2-tiny-q4_K_M.gguf", "gpt2-tiny-q4_0.gguf", "gpt2-tiny-q8_0.gguf"} {
 			files[f] = filepath.Join(dir, f)
 		}

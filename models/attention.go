@@ -10,9 +10,9 @@ import (
 // sequence (Build) and the rows of several (BuildRows).
 type attendFunc func(layer int, q, k, v, pos *graph.Tensor, scale float32) *graph.Tensor
 
-// rowsAttention attends row r of a batched step over caches[r] alone: every architecture's
-// BuildRows uses it.
-func rowsAttention(ctx *graph.Context, caches []*kvcache.Cache, layers, heads int) attendFunc {
+// rowsAttention attends row r of a batched step over caches[r] alone, heads query heads over
+// kvHeads key/value heads: every architecture's BuildRows uses it.
+func rowsAttention(ctx *graph.Context, caches []*kvcache.Cache, layers, heads, kvHeads int) attendFunc {
 	n := len(caches)
 	// Per layer, the key and value caches of every row (one allocation per build).
 	all := make([]*graph.Tensor, 2*layers*n)
@@ -23,6 +23,6 @@ func rowsAttention(ctx *graph.Context, caches []*kvcache.Cache, layers, heads in
 		}
 		kc := ctx.StoreKVRows(kl, k, pos)
 		vc := ctx.StoreKVRows(vl, v, pos)
-		return ctx.AttentionRows(q, kc, vc, pos, heads, scale)
+		return ctx.AttentionRowsGQA(q, kc, vc, pos, heads, kvHeads, scale)
 	}
 }

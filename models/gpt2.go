@@ -112,7 +112,7 @@ func (m *gpt2) BuildRows(ctx *graph.Context, caches []*kvcache.Cache) (Step, err
 			return Step{}, fmt.Errorf("KV cache does not fit the model")
 		}
 	}
-	attend := rowsAttention(ctx, caches, m.hp.NLayer, m.hp.NHead)
+	attend := rowsAttention(ctx, caches, m.hp.NLayer, m.hp.NHead, m.hp.NHeadKV)
 	return m.forward(ctx, n, 0, attend)
 }
 

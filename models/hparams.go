@@ -27,9 +27,10 @@ func (n Norm) String() string {
 // Rope is how positions rotate queries and keys; a zero Rope (Dims 0) means the architecture
 // has none (GPT-2 learns position embeddings instead).
 type Rope struct {
-	Dims     int     // rotated dimensions of each head (rope.dimension_count; default head_dim)
-	FreqBase float32 // rope.freq_base (default 10000)
-	NeoX     bool    // rotate pairs (i, i+dims/2) as GPT-NeoX/Qwen2, not adjacent pairs (i, i+1)
+	Dims      int     // rotated dimensions of each head (rope.dimension_count; default head_dim)
+	FreqBase  float32 // rope.freq_base (default 10000)
+	FreqScale float32 // positions are multiplied by it: 1, or 1/rope.scaling.factor (linear scaling)
+	NeoX      bool    // rotate pairs (i, i+dims/2) as GPT-NeoX/Qwen2, not adjacent pairs (i, i+1)
 }
 
 // Hparams are the shape of a model: what the graph, the KV cache and the memory estimate need
@@ -79,6 +80,16 @@ func (r *hparamReader) intOr(dst *int, key string, limit, def int) {
 		return
 	}
 	r.int(dst, key, limit)
+}
+
+// equals reports whether the optional integer key holds want (true when it is absent).
+func (r *hparamReader) equals(key string, want int) bool {
+	k := r.arch + "." + key
+	if !r.f.Has(k) {
+		return true
+	}
+	v, err := r.f.Uint(k)
+	return err == nil && v == uint64(want)
 }
 
 // float reads a float in (lo, hi); def when the key is absent and def is not NaN.

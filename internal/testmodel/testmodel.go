@@ -1,7 +1,7 @@
-// Package testmodel writes GPT-2 GGUF files with random weights, of any shape, laid out as
-// llama.cpp's convert_hf_to_gguf.py lays out a real GPT-2: the same metadata in the same order,
-// the same tensors in the same order, output.weight a copy of token_embd.weight. Unit tests use
-// tiny shapes; benchmarks use the real GPT-2 sizes, whose speed does not depend on the values.
+// Package testmodel writes GPT-2, Llama and Qwen2 GGUF files with random weights, of any shape,
+// laid out as llama.cpp's convert_hf_to_gguf.py lays out real ones: the same metadata keys, the
+// same tensors in the same order (GPT-2's output.weight a copy of token_embd.weight). Unit
+// tests use tiny shapes; benchmarks use real sizes, whose speed does not depend on the values.
 //
 // Files are deterministic for a seed. Each tensor is drawn from its own random stream, seeded
 // from Config.Seed and the tensor's index, and Write streams the data, so even the 1.5B model
@@ -9,6 +9,7 @@
 package testmodel
 
 import (
+	"encoding/binary"
 	"fmt"
 	"io"
 	"math"
@@ -34,6 +35,13 @@ type Config struct {
 	Tokens, Merges []string
 	// NoOutput omits output.weight; the model must then use token_embd.weight.
 	NoOutput bool
+
+	// Arch is general.architecture: "gpt2" (the default when empty), "llama" or "qwen2".
+	Arch string
+	// The Llama and Qwen2 fields (ignored for GPT-2):
+	NHeadKV   int     // key/value heads (0: NHead); fewer than NHead is grouped-query attention
+	RopeBase  float32 // rope.freq_base (0: not written, 10000 for the loader)
+	RopeFreqs bool    // write rope_freqs.weight with Llama 3.1's frequency factors (llama only)
 }
 
 var presets = map[string]Config{
@@ -42,14 +50,25 @@ var presets = map[string]Config{
 	"355M": {Name: "GPT2 355M Random", NVocab: 50257, NCtx: 1024, NEmbd: 1024, NHead: 16, NLayer: 24, NFF: 4096},
 	"774M": {Name: "GPT2 774M Random", NVocab: 50257, NCtx: 1024, NEmbd: 1280, NHead: 20, NLayer: 36, NFF: 5120},
 	"1.5B": {Name: "GPT2 1.5B Random", NVocab: 50257, NCtx: 1024, NEmbd: 1600, NHead: 25, NLayer: 48, NFF: 6400},
+	// Llama shapes: grouped-query attention, tied output (llama-tiny) or not (llama-tiny-untied).
+	"llama-tiny":        {Name: "Llama Tiny Random", Arch: "llama", NVocab: 512, NCtx: 64, NEmbd: 64, NHead: 4, NHeadKV: 2, NLayer: 2, NFF: 192, NoOutput: true},
+	"llama-tiny-untied": {Name: "Llama Tiny Random", Arch: "llama", NVocab: 512, NCtx: 64, NEmbd: 64, NHead: 4, NHeadKV: 1, NLayer: 2, NFF: 192, RopeBase: 500000, RopeFreqs: true},
+	"qwen2-tiny":        {Name: "Qwen2 Tiny Random", Arch: "qwen2", NVocab: 512, NCtx: 64, NEmbd: 64, NHead: 4, NHeadKV: 2, NLayer: 2, NFF: 192, NoOutput: true, RopeBase: 1000000},
+	// Llama 3.2 1B's shape (its context is 131072 with Llama 3's RoPE scaling; 8192 here keeps
+	// a session's default KV cache small).
+	"llama-3.2-1B": {Name: "Llama 3.2 1B Random", Arch: "llama", NVocab: 128256, NCtx: 8192, NEmbd: 2048, NHead: 32, NHeadKV: 8, NLayer: 16, NFF: 8192, NoOutput: true, RopeBase: 500000, RopeFreqs: true},
 }
 
-// Preset returns a named configuration: "tiny", or the GPT-2 sizes "124M", "355M", "774M" and
-// "1.5B"; matrices F16, seed 1, synthetic vocabulary.
+// PresetNames lists the presets, for usage messages.
+const PresetNames = "tiny, 124M, 355M, 774M, 1.5B (GPT-2); llama-tiny, llama-tiny-untied, qwen2-tiny, llama-3.2-1B"
+
+// Preset returns a named configuration (PresetNames): "tiny", the GPT-2 sizes "124M", "355M",
+// "774M" and "1.5B", tiny Llama and Qwen2 models, and Llama 3.2 1B's shape; matrices F16,
+// seed 1, synthetic vocabulary.
 func Preset(name string) (Config, error) {
 	c, ok := presets[name]
 	if !ok {
-		return Config{}, fmt.Errorf("testmodel: no preset %q (have tiny, 124M, 355M, 774M, 1.5B)", name)
+		return Config{}, fmt.Errorf("testmodel: no preset %q (have %s)", name, PresetNames)
 	}
 	c.Type = quant.F16
 	c.Seed = 1
@@ -67,8 +86,28 @@ func (c *Config) check() error {
 		return fmt.Errorf("testmodel: matrices must be f32, f16 or bf16, not %v (quantize the file instead)", c.Type)
 	case c.Tokens != nil && c.NVocab != 0 && c.NVocab != len(c.Tokens):
 		return fmt.Errorf("testmodel: NVocab %d but %d tokens given", c.NVocab, len(c.Tokens))
+	case c.arch() != "gpt2" && c.arch() != "llama" && c.arch() != "qwen2":
+		return fmt.Errorf("testmodel: architecture %q (want gpt2, llama or qwen2)", c.Arch)
+	case c.arch() != "gpt2" && (c.NHeadKV < 0 || c.NHead%c.kvHeads() != 0 || (c.NEmbd/c.NHead)%2 != 0):
+		return fmt.Errorf("testmodel: %d heads over %d key/value heads of %d values", c.NHead, c.NHeadKV, c.NEmbd/c.NHead)
+	case c.RopeFreqs && c.arch() != "llama":
+		return fmt.Errorf("testmodel: rope_freqs.weight is Llama's")
 	}
 	return nil
+}
+
+func (c *Config) arch() string {
+	if c.Arch == "" {
+		return "gpt2"
+	}
+	return c.Arch
+}
+
+func (c *Config) kvHeads() int {
+	if c.NHeadKV == 0 {
+		return c.NHead
+	}
+	return c.NHeadKV
 }
 
 // fileType is general.file_type (llama_ftype) for the matrix type.
@@ -88,11 +127,21 @@ type tensorPlan struct {
 	typ    quant.Type
 	dims   []int64
 	d      dist
-	stream uint64 // output.weight shares token_embd's stream, which makes it a copy
+	stream uint64    // output.weight shares token_embd's stream, which makes it a copy
+	values []float32 // fixed F32 values instead of random ones (rope_freqs.weight)
 }
 
-// plan lists the tensors in the converter's order (Hugging Face's parameter order per block).
+// plan lists the tensors of the architecture in the converter's order.
 func plan(c *Config, nVocab int) []tensorPlan {
+	if c.arch() != "gpt2" {
+		return planLlama(c, nVocab)
+	}
+	return planGPT2(c, nVocab)
+}
+
+// planGPT2 lists GPT-2's tensors in the converter's order (Hugging Face's parameter order per
+// block).
+func planGPT2(c *Config, nVocab int) []tensorPlan {
 	E, F, V := int64(c.NEmbd), int64(c.NFF), int64(nVocab)
 	// GPT-2 scales the residual projections by 1/sqrt(2*n_layer).
 	std, proj := 0.02, 0.02/math.Sqrt(2*float64(c.NLayer))
@@ -167,10 +216,40 @@ func build(c Config) (*model, error) {
 	return m, nil
 }
 
-// setMetadata writes the KVs in the order convert_hf_to_gguf.py writes them for GPT-2.
+// setMetadata writes the KVs in the order convert_hf_to_gguf.py writes them.
 func (m *model) setMetadata(c *Config, v *vocab) error {
+	kvs := m.gpt2Metadata(c, v)
+	if c.arch() != "gpt2" {
+		kvs = m.llamaMetadata(c, v)
+	}
+	for _, e := range kvs {
+		if err := m.w.Set(e.Key, e.Value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tokenizerMetadata is the vocabulary's part of the metadata, as the converter writes it for
+// GPT-2's byte-level BPE.
+func tokenizerMetadata(v *vocab) []gguf.KV {
+	eot := uint32(v.eot)
+	return []gguf.KV{
+		kv("tokenizer.ggml.model", "gpt2"),
+		kv("tokenizer.ggml.pre", "gpt-2"),
+		kv("tokenizer.ggml.tokens", v.tokens),
+		kv("tokenizer.ggml.token_type", v.types),
+		kv("tokenizer.ggml.merges", v.merges),
+		kv("tokenizer.ggml.bos_token_id", eot),
+		kv("tokenizer.ggml.eos_token_id", eot),
+		kv("tokenizer.ggml.unknown_token_id", eot),
+		kv("general.quantization_version", uint32(2)),
+	}
+}
+
+// gpt2Metadata is GPT-2's metadata in the converter's order.
+func (m *model) gpt2Metadata(c *Config, v *vocab) []gguf.KV {
 	u32 := func(n int) uint32 { return uint32(n) }
-	eot := u32(v.eot)
 	kvs := []gguf.KV{
 		kv("general.architecture", "gpt2"),
 		kv("general.type", "model"),
@@ -183,22 +262,8 @@ func (m *model) setMetadata(c *Config, v *vocab) error {
 		kv("gpt2.attention.head_count", u32(c.NHead)),
 		kv("gpt2.attention.layer_norm_epsilon", float32(1e-5)),
 		kv("general.file_type", fileType(c.Type)),
-		kv("tokenizer.ggml.model", "gpt2"),
-		kv("tokenizer.ggml.pre", "gpt-2"),
-		kv("tokenizer.ggml.tokens", v.tokens),
-		kv("tokenizer.ggml.token_type", v.types),
-		kv("tokenizer.ggml.merges", v.merges),
-		kv("tokenizer.ggml.bos_token_id", eot),
-		kv("tokenizer.ggml.eos_token_id", eot),
-		kv("tokenizer.ggml.unknown_token_id", eot),
-		kv("general.quantization_version", uint32(2)),
 	}
-	for _, e := range kvs {
-		if err := m.w.Set(e.Key, e.Value); err != nil {
-			return err
-		}
-	}
-	return nil
+	return append(kvs, tokenizerMetadata(v)...)
 }
 
 // kv builds an entry from a value of a type ValueOf always accepts.
@@ -256,6 +321,9 @@ func Writer(c Config) (*gguf.Writer, func(i int, ti *gguf.TensorInfo) ([]byte, e
 			buf = make([]byte, ti.Size)
 		}
 		buf = buf[:ti.Size]
+		if v := m.tensors[i].values; v != nil {
+			return f32Bytes(buf, v), nil
+		}
 		r := m.start(i, c.Seed, s)
 		s.fill(buf, &r)
 		return buf, nil
@@ -283,6 +351,10 @@ func Write(path string, c Config) error {
 	buf := make([]byte, chunkSize)
 	s := new(sampler)
 	return m.w.WriteFileStream(path, func(i int, ti *gguf.TensorInfo, dst io.Writer) error {
+		if v := m.tensors[i].values; v != nil {
+			_, err := dst.Write(f32Bytes(buf, v))
+			return err
+		}
 		r := m.start(i, c.Seed, s)
 		for left := ti.Size; left > 0; {
 			n := min(left, chunkSize) // a multiple of four elements of every type
@@ -294,4 +366,12 @@ func Write(path string, c Config) error {
 		}
 		return nil
 	})
+}
+
+// f32Bytes encodes v little-endian into the start of buf (which must be large enough).
+func f32Bytes(buf []byte, v []float32) []byte {
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(buf[4*i:], math.Float32bits(x))
+	}
+	return buf[:4*len(v)]
 }
