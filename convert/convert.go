@@ -1,7 +1,9 @@
-// Package convert turns a Hugging Face GPT-2 checkpoint (config.json, safetensors weights and
-// a tokenizer) into the GGUF file llama.cpp's convert_hf_to_gguf.py writes for it: the same
-// metadata keys and values in the same order, the same tensor names, order, shapes and types,
-// and the same bytes (float32 to float16 rounded as numpy rounds).
+// Package convert turns a Hugging Face checkpoint (config.json, safetensors weights and a
+// byte-level BPE tokenizer) of GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM or
+// Qwen2ForCausalLM into the GGUF llama.cpp's convert_hf_to_gguf.py (c392e509) writes for it:
+// the same metadata keys and values in the same order (tokenizer.ggml.pre from the same
+// fingerprint of the tokenizer), the same tensor names, order, shapes and types, and the same
+// bytes (Q/K rows permuted for llama.cpp's RoPE, float32 to float16 rounded as numpy rounds).
 package convert
 
 import (

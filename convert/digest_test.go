@@ -17,6 +17,7 @@ import (
 
 	"github.com/gorun-dev/gorun/gguf"
 	"github.com/gorun-dev/gorun/internal/fixtures"
+	"github.com/gorun-dev/gorun/safetensors"
 )
 
 // digest is llamacpp_digests.json's description of one GGUF.
@@ -228,6 +229,30 @@ func TestConvertLlama3MatchesLlamaCpp(t *testing.T) {
 		if rep.Pre != "smaug-bpe" || len(rep.Warnings) != 0 {
 			t.Errorf("pre-tokenizer %q, warnings %q", rep.Pre, rep.Warnings)
 		}
+	})
+	t.Run("sharded", func(t *testing.T) {
+		// The same weights in 3 BF16 shards with an index convert to the same tensors.
+		src, err := safetensors.OpenDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer src.Close()
+		sharded := filepath.Join(t.TempDir(), "llama3-micro")
+		if err := os.Mkdir(sharded, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []string{"config.json", "tokenizer.json", "tokenizer_config.json"} {
+			if err := os.Symlink(filepath.Join(dir, f), filepath.Join(sharded, f)); err != nil {
+				t.Skipf("symbolic links: %v", err)
+			}
+		}
+		rewrite(t, src, sharded, safetensors.BF16, 3)
+		out := filepath.Join(t.TempDir(), "out.gguf")
+		if _, err := Convert(sharded, out, Options{OutType: "f16", asC392e509: true}); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := describe(t, out)
+		compare(t, got, want, nil)
 	})
 	t.Run("default", func(t *testing.T) {
 		out := filepath.Join(t.TempDir(), "out.gguf")
