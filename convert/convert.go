@@ -247,10 +247,6 @@ func plan(c checkpointClass, ck *safetensors.Checkpoint) ([]outTensor, error) {
 	h := c.hp()
 	var out []outTensor
 	seen := map[string]string{}
-	for _, x := range c.extraTensors() {
-		out = append(out, outTensor{name: x.name, data: x.data, ne: []int64{int64(len(x.data))}})
-		seen[x.name] = "(computed)"
-	}
 	for _, t := range ck.Tensors {
 		m, err := c.mapTensor(t.Name)
 		if err != nil {
@@ -298,7 +294,15 @@ func plan(c checkpointClass, ck *safetensors.Checkpoint) ([]outTensor, error) {
 		}
 		return nil, fmt.Errorf("the checkpoint lacks tensors: %s", strings.Join(missing, ", "))
 	}
-	return out, nil
+	// Computed only now that the checkpoint's shapes bound the config's sizes.
+	var extra []outTensor
+	for _, x := range c.extraTensors() {
+		if _, dup := seen[x.name]; dup {
+			return nil, fmt.Errorf("the checkpoint holds %s, which llama.cpp computes", x.name)
+		}
+		extra = append(extra, outTensor{name: x.name, data: x.data, ne: []int64{int64(len(x.data))}})
+	}
+	return append(extra, out...), nil
 }
 
 // ggmlDims is numpy's shape after the transpose (and, for GPT-2, the squeeze), reversed into
