@@ -13,11 +13,13 @@ import (
 	"github.com/gorun-dev/gorun/quantize"
 )
 
-const convertSynopsis = `gorun convert HF_DIR OUT.gguf [--outtype f16]: convert a Hugging Face GPT-2 checkpoint to GGUF
+const convertSynopsis = `gorun convert HF_DIR OUT.gguf [--outtype f16]: convert a Hugging Face checkpoint to GGUF
 
-HF_DIR is a GPT2LMHeadModel directory as transformers saves it: config.json, model.safetensors
-(or shards listed by model.safetensors.index.json; F32, F16 or BF16 weights) and tokenizer.json
-(or vocab.json and merges.txt). pytorch_model.bin (a pickle) is not read: use safetensors.
+HF_DIR is a GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM or Qwen2ForCausalLM directory
+as transformers saves it: config.json, model.safetensors (or shards listed by
+model.safetensors.index.json; F32, F16 or BF16 weights) and a byte-level BPE tokenizer.json (or
+vocab.json and merges.txt). SentencePiece tokenizers (tokenizer.model) and pytorch_model.bin (a
+pickle) are not read.
 The output is what llama.cpp's convert_hf_to_gguf.py writes for the same checkpoint: the same
 metadata, tensor names, order, shapes, types and bytes. OUT is written to OUT.tmp and renamed
 when complete. --outtype is f32, f16 (the default), bf16, auto (f16 when the checkpoint is F16,
@@ -76,7 +78,10 @@ func cmdConvert(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "wrote %s: %q, %d tensors, %d parameters (output.weight's copy included), --outtype %s (file type %v), tokenizer from %s, %d bytes, %.1f s\n",
-		out, rep.Name, rep.Tensors, rep.Params, rep.OutType, rep.FileType, rep.Tokenizer, rep.FileBytes, time.Since(start).Seconds())
+	for _, w := range rep.Warnings {
+		fmt.Fprintf(stderr, "convert: warning: %s\n", w)
+	}
+	fmt.Fprintf(stdout, "wrote %s: %q, %d tensors, %d parameters, --outtype %s (file type %v), tokenizer from %s (pre-tokenizer %s), %d bytes, %.1f s\n",
+		out, rep.Name, rep.Tensors, rep.Params, rep.OutType, rep.FileType, rep.Tokenizer, rep.Pre, rep.FileBytes, time.Since(start).Seconds())
 	return nil
 }

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/gorun-dev/gorun/gguf"
 	"github.com/gorun-dev/gorun/hub/hubtest"
 	"github.com/gorun-dev/gorun/internal/fixtures"
 )
@@ -107,5 +111,65 @@ func TestPullGated(t *testing.T) {
 	}
 	if code, _, stderr := gorun("pull", "not a repo"); code != 2 {
 		t.Errorf("bad id: exit %d: %s", code, stderr)
+	}
+}
+
+// gorun pull of a Llama safetensors repository converts it as gorun convert does: llama3-micro
+// (with a tokenizer.model-free Llama 3 tokenizer) becomes a llama GGUF whose tensors are
+// llama.cpp's (every tensor's sha256 equal to its conversion's digest).
+func TestPullLlamaCheckpoint(t *testing.T) {
+	dir := filepath.Dir(fixtures.Path(t, "hf/llama3-micro/model.safetensors"))
+	files := map[string][]byte{}
+	for _, f := range []string{"config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "model.safetensors"} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[f] = b
+	}
+	s := hubtest.New(map[string]*hubtest.Repo{"test/llama3-micro": {Commit: strings.Repeat("b", 40), Files: files}})
+	defer s.Close()
+	t.Setenv("HF_HOME", t.TempDir())
+	t.Setenv("HF_HUB_CACHE", "")
+	t.Setenv("HF_ENDPOINT", s.URL)
+	t.Setenv("HF_TOKEN", "")
+	t.Setenv("HF_HUB_OFFLINE", "")
+	out := filepath.Join(t.TempDir(), "m.gguf")
+	if code, _, stderr := gorun("pull", "test/llama3-micro", "-o", out); code != 0 {
+		t.Fatalf("pull: exit %d: %s", code, stderr)
+	}
+	f, err := gguf.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if a, _ := f.String("general.architecture"); a != "llama" {
+		t.Errorf("architecture %q", a)
+	}
+	if p, _ := f.String("tokenizer.ggml.pre"); p != "smaug-bpe" {
+		t.Errorf("pre-tokenizer %q", p)
+	}
+	var digests map[string]struct {
+		Tensors []struct {
+			Name   string `json:"name"`
+			SHA256 string `json:"sha256"`
+		} `json:"tensors"`
+	}
+	b, err := os.ReadFile(fixtures.Path(t, "hf/llamacpp_digests.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &digests); err != nil {
+		t.Fatal(err)
+	}
+	want := digests["llama3-micro-f16.llamacpp.gguf"].Tensors
+	if len(f.Tensors) != len(want) {
+		t.Fatalf("%d tensors, want %d", len(f.Tensors), len(want))
+	}
+	for i, w := range want {
+		sum := sha256.Sum256(f.Data(&f.Tensors[i]))
+		if f.Tensors[i].Name != w.Name || hex.EncodeToString(sum[:]) != w.SHA256 {
+			t.Errorf("tensor %d: %s, want %s with llama.cpp's bytes", i, f.Tensors[i].Name, w.Name)
+		}
 	}
 }

@@ -1,7 +1,9 @@
-// Package convert turns a Hugging Face GPT-2 checkpoint (config.json, safetensors weights and
-// a tokenizer) into the GGUF file llama.cpp's convert_hf_to_gguf.py writes for it: the same
-// metadata keys and values in the same order, the same tensor names, order, shapes and types,
-// and the same bytes (float32 to float16 rounded as numpy rounds).
+// Package convert turns a Hugging Face checkpoint (config.json, safetensors weights and a
+// byte-level BPE tokenizer) of GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM or
+// Qwen2ForCausalLM into the GGUF llama.cpp's convert_hf_to_gguf.py (c392e509) writes for it:
+// the same metadata keys and values in the same order (tokenizer.ggml.pre from the same
+// fingerprint of the tokenizer), the same tensor names, order, shapes and types, and the same
+// bytes (Q/K rows permuted for llama.cpp's RoPE, float32 to float16 rounded as numpy rounds).
 package convert
 
 import (
@@ -42,6 +44,10 @@ type Options struct {
 	Progress func(done, total int64, name string)
 	// QuantizeProgress is passed to quantize.File for the quantized recipes.
 	QuantizeProgress func(done, total int64, t quantize.TensorReport)
+
+	// asC392e509 reads RoPE settings only from rope_theta and rope_scaling, as llama.cpp
+	// c392e509 does, not from transformers 5's rope_parameters (for the byte-for-byte test).
+	asC392e509 bool
 }
 
 // Report says what Convert wrote.
@@ -52,135 +58,166 @@ type Report struct {
 	Params    int64 // elements of the written tensors (output.weight's copy included)
 	FileBytes int64
 	Tokenizer string // the files the vocabulary came from
+	Pre       string // tokenizer.ggml.pre
+	Warnings  []string
 	Name      string
 	Quantize  *quantize.Report
 }
 
-// hparams are the config.json values a GPT-2 needs.
+// hparams are the config.json values every checkpoint class has, and how llama.cpp's
+// converter treats its tensors.
 type hparams struct {
-	nLayer, nEmbd, nHead, nCtx, nPos, nFF, vocab int
-	eps                                          float32
-	tie                                          bool
-	nameOrPath                                   string
+	arch       string // general.architecture
+	nLayer     int
+	vocab      int
+	tie        bool // tie_word_embeddings
+	nameOrPath string
+	// squeeze drops a tensor's dimensions of size 1, as GPT2Model's numpy path does.
+	squeeze bool
+	// copyOutput writes output.weight as a copy of token_embd.weight when the checkpoint has
+	// no LM head (GPT-2); other classes leave the runtime to reuse token_embd.
+	copyOutput bool
+	// spacePrefixKey writes tokenizer_config.json's add_prefix_space as
+	// tokenizer.ggml.add_space_prefix (LlamaModel.set_vocab).
+	spacePrefixKey bool
 }
 
-func loadConfig(dir string) (hparams, map[string]json.RawMessage, error) {
-	var h hparams
+// kv is one metadata entry to write.
+type kv struct {
+	k string
+	v any
+}
+
+// tensorMap is where a checkpoint tensor goes in the GGUF.
+type tensorMap struct {
+	name      string // "" for a tensor llama.cpp drops
+	transpose bool   // a Conv1D weight, [in, out] in the checkpoint
+	// permuteHeads > 0 reorders the rows of each of that many heads from Hugging Face's
+	// rotate-half RoPE layout to llama.cpp's interleaved one (LlamaModel.permute).
+	permuteHeads int
+}
+
+// extraTensor is a tensor llama.cpp's converter computes rather than reads (rope_freqs).
+type extraTensor struct {
+	name string
+	data []float32
+}
+
+// checkpointClass is what differs between the Hugging Face model classes gorun converts.
+type checkpointClass interface {
+	hp() *hparams
+	// mapTensor names a checkpoint tensor in the GGUF (name "" when llama.cpp drops it).
+	mapTensor(hf string) (tensorMap, error)
+	// expectedShape is a GGUF tensor's shape in the checkpoint (outermost first), nil for a
+	// tensor that does not belong to a model of the config.
+	expectedShape(gname string) []int64
+	// required lists the GGUF tensors the checkpoint must hold.
+	required() []string
+	// extraTensors are written before the checkpoint's, as llama.cpp's generate_extra_tensors.
+	extraTensors() []extraTensor
+	// checkTokenizer refuses a tokenizer the class's set_vocab would not read as byte-level
+	// BPE (p is nil without tokenizer.json).
+	checkTokenizer(dir string, p *hfPipeline) error
+	// hparamKVs are set_gguf_parameters' keys, general.file_type where it writes it.
+	hparamKVs(ft quantize.FileType) []kv
+}
+
+// classes maps config.json's architectures[0] to its converter, as llama.cpp registers them.
+var classes = map[string]func(path string, cfg map[string]json.RawMessage, o classOptions) (checkpointClass, error){
+	"GPT2LMHeadModel": func(p string, c map[string]json.RawMessage, _ classOptions) (checkpointClass, error) {
+		return newGPT2(p, c)
+	},
+	"LlamaForCausalLM": func(p string, c map[string]json.RawMessage, o classOptions) (checkpointClass, error) {
+		return newLlama(p, c, "llama", o)
+	},
+	"MistralForCausalLM": func(p string, c map[string]json.RawMessage, o classOptions) (checkpointClass, error) {
+		return newLlama(p, c, "llama", o)
+	},
+	"Qwen2ForCausalLM": func(p string, c map[string]json.RawMessage, o classOptions) (checkpointClass, error) {
+		return newLlama(p, c, "qwen2", o)
+	},
+}
+
+func classNames() string {
+	return "GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM and Qwen2ForCausalLM"
+}
+
+func loadConfig(dir string, o classOptions) (checkpointClass, map[string]json.RawMessage, error) {
 	path := filepath.Join(dir, "config.json")
 	var cfg map[string]json.RawMessage
 	if err := readJSON(path, &cfg); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return h, nil, fmt.Errorf("%s has no config.json: not a Hugging Face model directory", dir)
+			return nil, nil, fmt.Errorf("%s has no config.json: not a Hugging Face model directory", dir)
 		}
-		return h, nil, err
+		return nil, nil, err
 	}
 	var archs []string
 	_ = json.Unmarshal(cfg["architectures"], &archs)
-	if len(archs) == 0 || archs[0] != "GPT2LMHeadModel" {
-		return h, nil, fmt.Errorf("%s: architecture %v: gorun converts GPT2LMHeadModel checkpoints only", path, archs)
+	if len(archs) == 0 || classes[archs[0]] == nil {
+		return nil, nil, fmt.Errorf("%s: architecture %v: gorun converts %s checkpoints", path, archs, classNames())
 	}
-	geti := func(key string, dst *int, required bool) error {
+	c, err := classes[archs[0]](path, cfg, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	if raw, ok := cfg["_name_or_path"]; ok {
+		_ = json.Unmarshal(raw, &c.hp().nameOrPath)
+	}
+	return c, cfg, nil
+}
+
+// configInt sets *dst from the first of keys config.json has (find_hparam's rule: a key that is
+// there wins even when null, which counts as absent). It reports whether a value was set.
+func configInt(path string, cfg map[string]json.RawMessage, dst *int, required bool, keys ...string) (bool, error) {
+	for _, key := range keys {
 		raw, ok := cfg[key]
-		if !ok || string(raw) == "null" {
-			if required {
-				return fmt.Errorf("%s: %s is missing", path, key)
-			}
-			return nil
+		if !ok {
+			continue
+		}
+		if string(raw) == "null" {
+			break
 		}
 		var v int64
 		if err := json.Unmarshal(raw, &v); err != nil || v <= 0 || v > 1<<31 {
-			return fmt.Errorf("%s: %s is %s, want a positive integer", path, key, raw)
+			return false, fmt.Errorf("%s: %s is %s, want a positive integer", path, key, raw)
 		}
 		*dst = int(v)
-		return nil
+		return true, nil
 	}
-	for _, k := range []struct {
-		key string
-		dst *int
-		req bool
-	}{{"n_layer", &h.nLayer, true}, {"n_embd", &h.nEmbd, true}, {"n_head", &h.nHead, true},
-		{"n_positions", &h.nPos, true}, {"n_ctx", &h.nCtx, false}, {"n_inner", &h.nFF, false}, {"vocab_size", &h.vocab, true}} {
-		if err := geti(k.key, k.dst, k.req); err != nil {
-			return h, nil, err
-		}
+	if required {
+		return false, fmt.Errorf("%s: %s is missing", path, strings.Join(keys, " or "))
 	}
-	if h.nCtx == 0 {
-		h.nCtx = h.nPos
+	return false, nil
+}
+
+// configFloat reads a positive, finite number; ok is false when the key is absent or null.
+func configFloat(path string, cfg map[string]json.RawMessage, key string) (float64, bool, error) {
+	raw, ok := cfg[key]
+	if !ok || string(raw) == "null" {
+		return 0, false, nil
 	}
-	if h.nFF == 0 {
-		h.nFF = 4 * h.nEmbd
+	var v float64
+	if err := json.Unmarshal(raw, &v); err != nil || !(v > 0) || math.IsInf(v, 0) {
+		return 0, false, fmt.Errorf("%s: %s is %s, want a positive number", path, key, raw)
 	}
-	if h.nFF != 4*h.nEmbd {
-		return h, nil, fmt.Errorf("%s: n_inner %d: llama.cpp's GPT-2 has a feed-forward width of 4*n_embd (%d)", path, h.nFF, 4*h.nEmbd)
-	}
-	if h.nEmbd%h.nHead != 0 {
-		return h, nil, fmt.Errorf("%s: n_embd %d is not a multiple of n_head %d", path, h.nEmbd, h.nHead)
-	}
-	h.eps = 1e-5
-	if raw, ok := cfg["layer_norm_epsilon"]; ok {
-		var e float64
-		if err := json.Unmarshal(raw, &e); err != nil || !(e > 0) || math.IsInf(e, 0) {
-			return h, nil, fmt.Errorf("%s: layer_norm_epsilon is %s", path, raw)
-		}
-		h.eps = float32(e)
-	}
-	h.tie = true
-	if raw, ok := cfg["tie_word_embeddings"]; ok {
-		_ = json.Unmarshal(raw, &h.tie)
-	}
-	if raw, ok := cfg["_name_or_path"]; ok {
-		_ = json.Unmarshal(raw, &h.nameOrPath)
-	}
-	return h, cfg, nil
+	return v, true, nil
 }
 
 // outTensor is one tensor of the GGUF: where it comes from and how it is stored.
 type outTensor struct {
-	name      string
-	src       *safetensors.Tensor
-	transpose bool // a Conv1D weight, [in, out] in the checkpoint
-	ne        []int64
-	typ       quant.Type
+	name string
+	src  *safetensors.Tensor // nil for a computed tensor
+	data []float32           // a computed tensor's values
+	tmap tensorMap
+	ne   []int64
+	typ  quant.Type
 }
 
-// gguf names of GPT-2's tensors, after "transformer." is removed.
-var layerNames = map[string]string{
-	"ln_1": "attn_norm", "attn.c_attn": "attn_qkv", "attn.c_proj": "attn_output",
-	"ln_2": "ffn_norm", "mlp.c_fc": "ffn_up", "mlp.c_proj": "ffn_down",
-}
-
-// mapName returns the GGUF name of a checkpoint tensor, "" for one llama.cpp drops, or an error
-// for one it cannot map.
-func mapName(hf string, tie bool) (string, bool, error) {
-	n := strings.TrimPrefix(hf, "transformer.")
-	if strings.HasSuffix(n, ".attn.bias") || strings.HasSuffix(n, ".attn.masked_bias") {
-		return "", false, nil // causal-mask buffers of older checkpoints
+func (t *outTensor) elements() int64 {
+	if t.src == nil {
+		return int64(len(t.data))
 	}
-	if n == "lm_head.weight" && tie {
-		return "", false, nil // tied: output.weight is written from wte
-	}
-	base, suffix, ok := cutLast(n, ".")
-	if !ok || (suffix != "weight" && suffix != "bias") {
-		return "", false, fmt.Errorf("cannot map tensor %q", hf)
-	}
-	switch base {
-	case "wte":
-		return "token_embd." + suffix, false, nil
-	case "wpe":
-		return "position_embd." + suffix, false, nil
-	case "ln_f":
-		return "output_norm." + suffix, false, nil
-	case "lm_head":
-		return "output." + suffix, false, nil
-	}
-	if rest, ok := strings.CutPrefix(base, "h."); ok {
-		layer, part, ok := strings.Cut(rest, ".")
-		if g := layerNames[part]; ok && g != "" && isUint(layer) {
-			conv := suffix == "weight" && (part == "attn.c_attn" || part == "attn.c_proj" || part == "mlp.c_fc" || part == "mlp.c_proj")
-			return "blk." + layer + "." + g + "." + suffix, conv, nil
-		}
-	}
-	return "", false, fmt.Errorf("cannot map tensor %q", hf)
+	return t.src.Elements()
 }
 
 func cutLast(s, sep string) (string, string, bool) {
@@ -203,91 +240,38 @@ func isUint(s string) bool {
 	return true
 }
 
-// expectedShape is a tensor's shape in the checkpoint (outermost first) given the config.
-func (h hparams) expectedShape(gname string) []int64 {
-	e, ff := int64(h.nEmbd), int64(h.nFF)
-	switch gname {
-	case "token_embd.weight", "output.weight":
-		return []int64{int64(h.vocab), e}
-	case "position_embd.weight":
-		return []int64{int64(h.nPos), e}
-	case "output_norm.weight", "output_norm.bias":
-		return []int64{e}
-	}
-	_, rest, _ := strings.Cut(strings.TrimPrefix(gname, "blk."), ".")
-	switch rest {
-	case "attn_norm.weight", "attn_norm.bias", "ffn_norm.weight", "ffn_norm.bias", "attn_output.bias", "ffn_down.bias":
-		return []int64{e}
-	case "attn_qkv.weight":
-		return []int64{e, 3 * e}
-	case "attn_qkv.bias":
-		return []int64{3 * e}
-	case "attn_output.weight":
-		return []int64{e, e}
-	case "ffn_up.weight":
-		return []int64{e, ff}
-	case "ffn_up.bias":
-		return []int64{ff}
-	case "ffn_down.weight":
-		return []int64{ff, e}
-	}
-	return nil
-}
-
-// required lists every GGUF tensor a GPT-2 of the config needs from the checkpoint.
-func (h hparams) required() []string {
-	names := []string{"token_embd.weight", "position_embd.weight", "output_norm.weight", "output_norm.bias"}
-	for i := range h.nLayer {
-		for _, g := range []string{"attn_norm", "attn_qkv", "attn_output", "ffn_norm", "ffn_up", "ffn_down"} {
-			names = append(names, fmt.Sprintf("blk.%d.%s.weight", i, g), fmt.Sprintf("blk.%d.%s.bias", i, g))
-		}
-	}
-	return names
-}
-
-// plan maps the checkpoint's tensors to the GGUF's, in llama.cpp's order, checking every
-// shape against the config and that nothing is missing.
-func plan(h hparams, ck *safetensors.Checkpoint) ([]outTensor, error) {
+// plan maps the checkpoint's tensors to the GGUF's, in llama.cpp's order (computed tensors
+// first, then the checkpoint's), checking every shape against the config and that nothing is
+// missing.
+func plan(c checkpointClass, ck *safetensors.Checkpoint) ([]outTensor, error) {
+	h := c.hp()
 	var out []outTensor
 	seen := map[string]string{}
 	for _, t := range ck.Tensors {
-		gname, conv, err := mapName(t.Name, h.tie)
+		m, err := c.mapTensor(t.Name)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", filepath.Base(t.File), err)
 		}
-		if gname == "" {
+		if m.name == "" {
 			continue
 		}
-		if prev, dup := seen[gname]; dup {
-			return nil, fmt.Errorf("tensors %q and %q both map to %s", prev, t.Name, gname)
+		if prev, dup := seen[m.name]; dup {
+			return nil, fmt.Errorf("tensors %q and %q both map to %s", prev, t.Name, m.name)
 		}
-		seen[gname] = t.Name
-		want := h.expectedShape(gname)
-		if want == nil || !equalShape(t.Shape, want) {
-			if want == nil {
-				return nil, fmt.Errorf("tensor %q (%s) does not belong to a GPT-2 of %d layers", t.Name, gname, h.nLayer)
-			}
+		seen[m.name] = t.Name
+		want := c.expectedShape(m.name)
+		if want == nil {
+			return nil, fmt.Errorf("tensor %q (%s) does not belong to a %s of %d layers", t.Name, m.name, h.arch, h.nLayer)
+		}
+		if !equalShape(t.Shape, want) {
 			return nil, fmt.Errorf("tensor %q has shape %v, the config needs %v", t.Name, t.Shape, want)
 		}
 		if !t.DType.Float() {
 			return nil, fmt.Errorf("tensor %q is %s; gorun converts F32, F16 and BF16 weights", t.Name, t.DType)
 		}
-		// numpy's shape after the transpose and squeeze, reversed into ggml's ne.
-		shape := append([]int64(nil), t.Shape...)
-		if conv {
-			shape[0], shape[1] = shape[1], shape[0]
-		}
-		var ne []int64
-		for i := len(shape) - 1; i >= 0; i-- {
-			if shape[i] != 1 {
-				ne = append(ne, shape[i])
-			}
-		}
-		if len(ne) == 0 {
-			ne = []int64{1}
-		}
-		out = append(out, outTensor{name: gname, src: t, transpose: conv, ne: ne})
-		if gname == "token_embd.weight" {
+		ne := ggmlDims(t.Shape, m.transpose, h.squeeze)
+		out = append(out, outTensor{name: m.name, src: t, tmap: m, ne: ne})
+		if m.name == "token_embd.weight" && h.copyOutput {
 			// GPT-2's output is tied to the token embedding: llama.cpp writes a copy.
 			if _, has := seen["output.weight"]; !has {
 				out = append(out, outTensor{name: "output.weight", src: t, ne: ne})
@@ -296,7 +280,7 @@ func plan(h hparams, ck *safetensors.Checkpoint) ([]outTensor, error) {
 		}
 	}
 	var missing []string
-	for _, n := range h.required() {
+	for _, n := range c.required() {
 		if _, ok := seen[n]; !ok {
 			missing = append(missing, n)
 		}
@@ -310,7 +294,34 @@ func plan(h hparams, ck *safetensors.Checkpoint) ([]outTensor, error) {
 		}
 		return nil, fmt.Errorf("the checkpoint lacks tensors: %s", strings.Join(missing, ", "))
 	}
-	return out, nil
+	// Computed only now that the checkpoint's shapes bound the config's sizes.
+	var extra []outTensor
+	for _, x := range c.extraTensors() {
+		if _, dup := seen[x.name]; dup {
+			return nil, fmt.Errorf("the checkpoint holds %s, which llama.cpp computes", x.name)
+		}
+		extra = append(extra, outTensor{name: x.name, data: x.data, ne: []int64{int64(len(x.data))}})
+	}
+	return append(extra, out...), nil
+}
+
+// ggmlDims is numpy's shape after the transpose (and, for GPT-2, the squeeze), reversed into
+// ggml's ne (fastest dimension first).
+func ggmlDims(shape []int64, transpose, squeeze bool) []int64 {
+	s := append([]int64(nil), shape...)
+	if transpose {
+		s[0], s[1] = s[1], s[0]
+	}
+	var ne []int64
+	for i := len(s) - 1; i >= 0; i-- {
+		if s[i] != 1 || !squeeze {
+			ne = append(ne, s[i])
+		}
+	}
+	if len(ne) == 0 {
+		ne = []int64{1}
+	}
+	return ne
 }
 
 func equalShape(a, b []int64) bool {
@@ -371,10 +382,11 @@ func Convert(dir, out string, opts Options) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	h, cfg, err := loadConfig(dir)
+	c, cfg, err := loadConfig(dir, classOptions{ropeParameters: !opts.asC392e509})
 	if err != nil {
 		return rep, err
 	}
+	h := c.hp()
 	ck, err := safetensors.OpenDir(dir)
 	if err != nil {
 		return rep, err
@@ -390,7 +402,7 @@ func Convert(dir, out string, opts Options) (Report, error) {
 	if h.nLayer > len(ck.Tensors) {
 		return rep, fmt.Errorf("%s: config.json's n_layer %d is more than the checkpoint's %d tensors", dir, h.nLayer, len(ck.Tensors))
 	}
-	tensors, err := plan(h, ck)
+	tensors, err := plan(c, ck)
 	if err != nil {
 		return rep, fmt.Errorf("%s: %w", dir, err)
 	}
@@ -402,11 +414,20 @@ func Convert(dir, out string, opts Options) (Report, error) {
 		}
 	}
 	rep.OutType, rep.FileType = outType, recipe
+	if err := c.checkTokenizer(dir, nil); err != nil {
+		return rep, err
+	}
 	v, err := loadVocab(dir, h.vocab, cfg)
 	if err != nil {
 		return rep, err
 	}
+	if err := c.checkTokenizer(dir, v.pipeline); err != nil {
+		return rep, err
+	}
 	rep.Tokenizer = v.source
+	if rep.Pre, err = preTokenizer(v, &rep.Warnings); err != nil {
+		return rep, err
+	}
 
 	w := gguf.NewWriter()
 	var total int64
@@ -416,8 +437,8 @@ func Convert(dir, out string, opts Options) (Report, error) {
 		if err := w.AddTensor(t.name, t.typ, t.ne); err != nil {
 			return rep, err
 		}
-		rep.Params += t.src.Elements()
-		total += t.src.Elements()
+		rep.Params += t.elements()
+		total += t.elements()
 	}
 	rep.Tensors = len(tensors)
 	id := opts.ModelID
@@ -433,7 +454,7 @@ func Convert(dir, out string, opts Options) (Report, error) {
 	if quantized {
 		fileType = quantize.FileAllF32
 	}
-	if err := setMetadata(w, h, meta, v, fileType); err != nil {
+	if err := setMetadata(w, c, meta, v, rep.Pre, fileType); err != nil {
 		return rep, err
 	}
 
@@ -449,7 +470,7 @@ func Convert(dir, out string, opts Options) (Report, error) {
 		if err := conv.write(out, t); err != nil {
 			return err
 		}
-		done += t.src.Elements()
+		done += t.elements()
 		if opts.Progress != nil {
 			opts.Progress(done, total, t.name)
 		}
@@ -475,28 +496,19 @@ func Convert(dir, out string, opts Options) (Report, error) {
 
 // setMetadata writes the keys in llama.cpp's order: general.*, the hyperparameters, the
 // tokenizer, and general.quantization_version last.
-func setMetadata(w *gguf.Writer, h hparams, m modelMeta, v *vocab, ft quantize.FileType) error {
-	type kv struct {
-		k string
-		v any
-	}
-	kvs := []kv{{"general.architecture", "gpt2"}, {"general.type", "model"}, {"general.name", m.name}}
+func setMetadata(w *gguf.Writer, c checkpointClass, m modelMeta, v *vocab, pre string, ft quantize.FileType) error {
+	h := c.hp()
+	kvs := []kv{{"general.architecture", h.arch}, {"general.type", "model"}, {"general.name", m.name}}
 	for _, o := range []kv{{"general.version", m.version}, {"general.organization", m.organization},
 		{"general.finetune", m.finetune}, {"general.basename", m.basename}, {"general.size_label", m.sizeLabel}} {
 		if o.v.(string) != "" {
 			kvs = append(kvs, o)
 		}
 	}
+	kvs = append(kvs, c.hparamKVs(ft)...)
 	kvs = append(kvs,
-		kv{"gpt2.block_count", uint32(h.nLayer)},
-		kv{"gpt2.context_length", uint32(h.nCtx)},
-		kv{"gpt2.embedding_length", uint32(h.nEmbd)},
-		kv{"gpt2.feed_forward_length", uint32(4 * h.nEmbd)},
-		kv{"gpt2.attention.head_count", uint32(h.nHead)},
-		kv{"gpt2.attention.layer_norm_epsilon", h.eps},
-		kv{"general.file_type", uint32(ft)},
 		kv{"tokenizer.ggml.model", "gpt2"},
-		kv{"tokenizer.ggml.pre", "gpt-2"},
+		kv{"tokenizer.ggml.pre", pre},
 		kv{"tokenizer.ggml.tokens", v.tokens},
 		kv{"tokenizer.ggml.token_type", v.types},
 	)
@@ -514,6 +526,9 @@ func setMetadata(w *gguf.Writer, h hparams, m modelMeta, v *vocab, ft quantize.F
 	}
 	if v.chat != "" {
 		kvs = append(kvs, kv{"tokenizer.chat_template", v.chat})
+	}
+	if h.spacePrefixKey && v.addSpacePrefix != nil {
+		kvs = append(kvs, kv{"tokenizer.ggml.add_space_prefix", *v.addSpacePrefix})
 	}
 	kvs = append(kvs, kv{"general.quantization_version", uint32(2)})
 	for _, e := range kvs {
@@ -533,8 +548,21 @@ type converter struct {
 const chunk = 1 << 16 // elements converted at a time
 
 func (c *converter) write(out io.Writer, t *outTensor) error {
+	if t.src == nil {
+		return c.encode(out, t.data, t.typ)
+	}
 	n := t.src.Elements()
-	if t.transpose {
+	if h := t.tmap.permuteHeads; h > 0 {
+		// Rows are reordered within heads: the whole matrix is needed at once.
+		src := make([]float32, n)
+		if err := t.src.Float32s(src, 0); err != nil {
+			return err
+		}
+		c.f32 = growF32(c.f32, int(n))
+		permuteRoPE(c.f32, src, t.src.Shape[0], n/t.src.Shape[0], int64(h))
+		return c.encode(out, c.f32[:n], t.typ)
+	}
+	if t.tmap.transpose {
 		// A Conv1D weight [in, out] becomes [out, in]: the whole matrix is needed at once.
 		rows, cols := t.src.Shape[0], t.src.Shape[1]
 		src := make([]float32, n)
@@ -612,4 +640,20 @@ func growBytes(b []byte, n int) []byte {
 		return make([]byte, n)
 	}
 	return b[:n]
+}
+
+// permuteRoPE is LlamaModel.permute: within each of heads heads of rows rows (cols values each),
+// the two halves of the head (Hugging Face's rotate-half RoPE pairs i and i+d/2) are
+// interleaved (llama.cpp's pairs 2i and 2i+1): row h*d + 2j + k of dst is row h*d + k*d/2 + j
+// of src, the numpy reshape(heads, 2, d/2, cols).swapaxes(1, 2).
+func permuteRoPE(dst, src []float32, rows, cols, heads int64) {
+	d := rows / heads
+	for h := range heads {
+		for j := range d / 2 {
+			for k := range int64(2) {
+				to, from := (h*d+2*j+k)*cols, (h*d+k*d/2+j)*cols
+				copy(dst[to:to+cols], src[from:from+cols])
+			}
+		}
+	}
 }

@@ -410,8 +410,8 @@ func TestConvertRefusals(t *testing.T) {
 	}
 	t.Run("wrong architecture", func(t *testing.T) {
 		dir := t.TempDir()
-		writeNew(t, filepath.Join(dir, "config.json"), []byte(`{"architectures":["LlamaForCausalLM"]}`))
-		if _, err := Convert(dir, filepath.Join(dir, "m.gguf"), Options{}); err == nil || !strings.Contains(err.Error(), "GPT2LMHeadModel") {
+		writeNew(t, filepath.Join(dir, "config.json"), []byte(`{"architectures":["MixtralForCausalLM"]}`))
+		if _, err := Convert(dir, filepath.Join(dir, "m.gguf"), Options{}); err == nil || !strings.Contains(err.Error(), "GPT2LMHeadModel, LlamaForCausalLM, MistralForCausalLM and Qwen2ForCausalLM") {
 			t.Fatalf("error %v", err)
 		}
 	})

@@ -11,11 +11,13 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/gorun-dev/gorun/gguf"
 	"github.com/gorun-dev/gorun/internal/fixtures"
+	"github.com/gorun-dev/gorun/safetensors"
 )
 
 // digest is llamacpp_digests.json's description of one GGUF.
@@ -198,6 +200,76 @@ func TestConvertMatchesLlamaCpp(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestConvertLlama3MatchesLlamaCpp converts llama3-micro (bfloat16 LlamaForCausalLM, Llama 3's
+// tokenizer) and compares it with llama.cpp's f16 conversion: every key and value in order
+// (tokenizer.ggml.pre "smaug-bpe" from the fingerprint of gorun's tokenizer), every tensor's
+// name, type, shape and bytes (Q/K permuted, bf16 rounded to f16 as numpy), and the file size.
+//
+// llama.cpp c392e509 reads rope_theta only at the top of config.json, where transformers 5
+// writes rope_parameters.rope_theta instead: its file has no llama.rope.freq_base (its runtime
+// then uses 10000, not the model's 500000). asC392e509 reproduces that byte for byte; by
+// default gorun reads rope_parameters, and the file differs by that one key alone.
+func TestConvertLlama3MatchesLlamaCpp(t *testing.T) {
+	dir := filepath.Dir(fixtures.Path(t, "hf/llama3-micro/model.safetensors"))
+	want := loadDigests(t)["llama3-micro-f16.llamacpp.gguf"]
+	t.Run("as c392e509", func(t *testing.T) {
+		out := filepath.Join(t.TempDir(), "out.gguf")
+		rep, err := Convert(dir, out, Options{OutType: "f16", asC392e509: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := describe(t, out)
+		compare(t, got, want, nil)
+		const size = 24422240 // hf/README.md (the digest has no size for this file)
+		if got.Size != size || rep.FileBytes != size {
+			t.Errorf("file is %d bytes (report %d), llama.cpp's %d", got.Size, rep.FileBytes, size)
+		}
+		if rep.Pre != "smaug-bpe" || len(rep.Warnings) != 0 {
+			t.Errorf("pre-tokenizer %q, warnings %q", rep.Pre, rep.Warnings)
+		}
+	})
+	t.Run("sharded", func(t *testing.T) {
+		// The same weights in 3 BF16 shards with an index convert to the same tensors.
+		src, err := safetensors.OpenDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer src.Close()
+		sharded := filepath.Join(t.TempDir(), "llama3-micro")
+		if err := os.Mkdir(sharded, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []string{"config.json", "tokenizer.json", "tokenizer_config.json"} {
+			if err := os.Symlink(filepath.Join(dir, f), filepath.Join(sharded, f)); err != nil {
+				t.Skipf("symbolic links: %v", err)
+			}
+		}
+		rewrite(t, src, sharded, safetensors.BF16, 3)
+		out := filepath.Join(t.TempDir(), "out.gguf")
+		if _, err := Convert(sharded, out, Options{OutType: "f16", asC392e509: true}); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := describe(t, out)
+		compare(t, got, want, nil)
+	})
+	t.Run("default", func(t *testing.T) {
+		out := filepath.Join(t.TempDir(), "out.gguf")
+		if _, err := Convert(dir, out, Options{OutType: "f16"}); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := describe(t, out)
+		const theta = "llama.rope.freq_base"
+		compare(t, got, want, map[string]bool{theta: true})
+		if fmt.Sprint(got.KV[theta]) != fmt.Sprint(map[string]any{"float32": []any{500000.0}}) {
+			t.Errorf("%s = %v, want 500000", theta, got.KV[theta])
+		}
+		i := slices.Index(got.Order, theta)
+		if i < 1 || got.Order[i-1] != "llama.attention.head_count_kv" {
+			t.Errorf("%s at %d in %v, want it after head_count_kv as llama.cpp writes rope_theta", theta, i, got.Order)
+		}
+	})
 }
 
 func bytesReader(b []byte) *bytesR { return &bytesR{b: b} }

@@ -18,6 +18,7 @@ import (
 const fuzzConfig = `{"architectures": ["GPT2LMHeadModel"], "n_layer": 1, "n_embd": 8, "n_head": 2, "n_positions": 8, "vocab_size": 6, "eos_token_id": 5}`
 
 const fuzzTokenizer = `{"added_tokens": [{"id": 5, "content": "<|endoftext|>", "special": true}],
+ "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true},
  "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2, "c": 3, "Ġ": 4, "<|endoftext|>": 5}, "merges": [["a", "b"]]}}`
 
 // FuzzConvert converts a checkpoint directory made from the fuzz input: config.json,

@@ -37,6 +37,10 @@ type vocab struct {
 	addEOS  *bool
 	chat    string
 	source  string // the files it came from, for messages
+	// addSpacePrefix is tokenizer_config.json's add_prefix_space.
+	addSpacePrefix *bool
+	// pipeline is tokenizer.json's description of its encoding, nil without tokenizer.json.
+	pipeline *hfPipeline
 }
 
 type specialID struct {
@@ -202,11 +206,19 @@ func loadVocab(dir string, vocabSize int, cfg map[string]json.RawMessage) (*voca
 	if haveTJ {
 		var tj struct {
 			Model struct {
-				Type   string           `json:"type"`
-				Vocab  map[string]int64 `json:"vocab"`
-				Merges json.RawMessage  `json:"merges"`
+				Type         string           `json:"type"`
+				Vocab        map[string]int64 `json:"vocab"`
+				Merges       json.RawMessage  `json:"merges"`
+				ByteFallback *bool            `json:"byte_fallback"`
+				IgnoreMerges bool             `json:"ignore_merges"`
 			} `json:"model"`
-			AddedTokens []addedToken `json:"added_tokens"`
+			AddedTokens   []addedToken    `json:"added_tokens"`
+			Normalizer    json.RawMessage `json:"normalizer"`
+			PreTokenizer  json.RawMessage `json:"pre_tokenizer"`
+			PostProcessor json.RawMessage `json:"post_processor"`
+			Decoder       struct {
+				Type string `json:"type"`
+			} `json:"decoder"`
 		}
 		if err := readJSON(tjPath, &tj); err != nil {
 			return nil, err
@@ -219,6 +231,9 @@ func loadVocab(dir string, vocabSize int, cfg map[string]json.RawMessage) (*voca
 		}
 		ids = tj.Model.Vocab
 		added = tj.AddedTokens
+		v.pipeline = &hfPipeline{modelType: tj.Model.Type, byteFallback: tj.Model.ByteFallback,
+			ignoreMerges: tj.Model.IgnoreMerges, decoderType: tj.Decoder.Type, normalizer: tj.Normalizer,
+			preTokenizer: tj.PreTokenizer, postProcessor: tj.PostProcessor}
 		if v.merges, pairs, err = parseMerges(tj.Model.Merges); err != nil {
 			return nil, fmt.Errorf("%s: %w", tjPath, err)
 		}
@@ -362,6 +377,16 @@ func loadVocab(dir string, vocabSize int, cfg map[string]json.RawMessage) (*voca
 		var id int64
 		if raw, ok := cfg[typ+"_token_id"]; ok && string(raw) != "null" && json.Unmarshal(raw, &id) == nil {
 			setID(typ, id)
+		}
+	}
+	if raw, ok := tcfg["add_prefix_space"]; ok {
+		var b *bool // null writes false, as Python's struct.pack("?", None)
+		if err := json.Unmarshal(raw, &b); err != nil {
+			return nil, fmt.Errorf("%s: add_prefix_space is %s, want true or false", tcPath, raw)
+		}
+		v.addSpacePrefix = new(bool)
+		if b != nil {
+			*v.addSpacePrefix = *b
 		}
 	}
 	if raw, ok := tcfg["chat_template"]; ok {

@@ -76,7 +76,10 @@ func CheckpointFiles(files []string) ([]string, error) {
 		return nil, fmt.Errorf("no GGUF file and no config.json: not a model gorun can use")
 	}
 	out := []string{"config.json"}
-	for _, f := range []string{"tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt", "generation_config.json"} {
+	// tokenizer.model is fetched when present so that conversion sees what llama.cpp's
+	// converter would read first (and refuses it: gorun converts byte-level BPE only).
+	for _, f := range []string{"tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt", "generation_config.json",
+		"special_tokens_map.json", "tokenizer.model"} {
 		if has[f] {
 			out = append(out, f)
 		}
