@@ -34,6 +34,29 @@ type Config struct {
 	Tokens, Merges []string
 	// NoOutput omits output.weight; the model must then use token_embd.weight.
 	NoOutput bool
+	// Chat makes the file a chat model's: its control tokens, template and BOS rule (nil: a
+	// plain GPT-2 file, as the converter writes one).
+	Chat *Chat
+}
+
+// Chat is what a chat model's file adds to GPT-2's: control tokens such as Llama 3's
+// <|begin_of_text|> and <|eot_id|>, appended to the vocabulary, which token is BOS and which
+// EOS, whether the tokenizer adds BOS, and tokenizer.chat_template.
+type Chat struct {
+	Control  []string // control tokens (type 3) appended to the vocabulary, which grows by as many
+	BOS, EOS string   // tokenizer.ggml.bos_token_id and eos_token_id by text ("": <|endoftext|>)
+	AddBOS   bool     // tokenizer.ggml.add_bos_token = true
+	Template string   // tokenizer.chat_template ("": none)
+}
+
+// Llama3Control are Llama 3's chat control tokens, as its tokenizer has them.
+var Llama3Control = []string{"<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"}
+
+// Llama3Chat is a chat model's file as Llama 3 Instruct's: its control tokens, BOS
+// <|begin_of_text|> added by the tokenizer, EOS <|end_of_text|> (<|eot_id|> ends a turn) and
+// template, the Jinja text of its tokenizer_config.json's chat_template.
+func Llama3Chat(template string) *Chat {
+	return &Chat{Control: Llama3Control, BOS: "<|begin_of_text|>", EOS: "<|end_of_text|>", AddBOS: true, Template: template}
 }
 
 var presets = map[string]Config{
@@ -152,6 +175,9 @@ func build(c Config) (*model, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c.Chat != nil {
+		v.addControl(c.Chat.Control)
+	}
 	m := &model{w: gguf.NewWriter(), tensors: plan(&c, len(v.tokens))}
 	for _, t := range m.tensors {
 		if err := m.w.AddTensor(t.name, t.typ, t.dims); err != nil {
@@ -171,6 +197,16 @@ func build(c Config) (*model, error) {
 func (m *model) setMetadata(c *Config, v *vocab) error {
 	u32 := func(n int) uint32 { return uint32(n) }
 	eot := u32(v.eot)
+	bos, eos := eot, eot
+	if c.Chat != nil {
+		var err error
+		if bos, err = v.idOr(c.Chat.BOS, eot); err != nil {
+			return err
+		}
+		if eos, err = v.idOr(c.Chat.EOS, eot); err != nil {
+			return err
+		}
+	}
 	kvs := []gguf.KV{
 		kv("general.architecture", "gpt2"),
 		kv("general.type", "model"),
@@ -188,11 +224,17 @@ func (m *model) setMetadata(c *Config, v *vocab) error {
 		kv("tokenizer.ggml.tokens", v.tokens),
 		kv("tokenizer.ggml.token_type", v.types),
 		kv("tokenizer.ggml.merges", v.merges),
-		kv("tokenizer.ggml.bos_token_id", eot),
-		kv("tokenizer.ggml.eos_token_id", eot),
+		kv("tokenizer.ggml.bos_token_id", bos),
+		kv("tokenizer.ggml.eos_token_id", eos),
 		kv("tokenizer.ggml.unknown_token_id", eot),
-		kv("general.quantization_version", uint32(2)),
 	}
+	if c.Chat != nil && c.Chat.AddBOS {
+		kvs = append(kvs, kv("tokenizer.ggml.add_bos_token", true))
+	}
+	if c.Chat != nil && c.Chat.Template != "" {
+		kvs = append(kvs, kv("tokenizer.chat_template", c.Chat.Template))
+	}
+	kvs = append(kvs, kv("general.quantization_version", uint32(2)))
 	for _, e := range kvs {
 		if err := m.w.Set(e.Key, e.Value); err != nil {
 			return err
