@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/gorun-dev/gorun/chat"
 	"github.com/gorun-dev/gorun/internal/stopstr"
 	"github.com/gorun-dev/gorun/llm"
 	"github.com/gorun-dev/gorun/tokenizer"
@@ -64,6 +65,9 @@ type interactive struct {
 	total    llm.Stats // every answer's statistics, added up; Stop is the last answer's
 	answered bool      // -cnv: the context ends with an answer (the next line begins with "\n")
 	carry    string    // -cnv: shown text whose tokens were dropped with a hidden stop string
+	// conv is -cnv's conversation when the model has a chat template (or --chat-template
+	// gives one); nil with the plain "User:"/"Assistant:" lines of a model without one.
+	conv *chatConversation
 }
 
 // runInteractive runs an interactive session reading the user's lines from in, and prints the
@@ -93,9 +97,16 @@ func runInteractive(g *generator, f *runFlags, prompt string, in io.Reader, stdo
 // configure sets up the generator for the mode and refuses an initial prompt that does not
 // fit, before anything is printed.
 func (s *interactive) configure(prompt string) error {
-	tok := s.g.m.Tokenizer()
-	initial := s.initialText(prompt)
-	n := len(tok.Encode(initial))
+	if s.f.cnv {
+		if err := s.chooseTemplate(); err != nil {
+			return err
+		}
+	}
+	initial, err := s.initialText(prompt)
+	if err != nil {
+		return err
+	}
+	n := len(s.g.m.Tokenize(initial, true))
 	if size := s.g.sess.ContextLength(); n >= size {
 		return fmt.Errorf("%w: the prompt has %d tokens and the context holds %d, with room for at least one generated token; raise -c (up to the model's %d) or shorten the prompt",
 			llm.ErrContextFull, n, size, s.g.m.Hparams().NCtx)
@@ -104,13 +115,33 @@ func (s *interactive) configure(prompt string) error {
 		s.g.keep = n // llama-cli's n_keep: -1 or more than the prompt is the whole prompt
 	}
 	s.base = prompt
-	if s.f.cnv {
+	switch {
+	case s.conv != nil:
+		s.base = initial
+		s.g.opts.Stop = s.f.stops // hidden: the next turn's rendering rewinds their tokens
+		s.g.trackDrops = true
+	case s.f.cnv:
 		s.base = s.systemText()
 		// The answer ends, unseen, where the model begins the user's next line.
 		s.g.opts.Stop = append([]string{chatStop}, s.f.stops...)
 		s.g.tokens = true // dropHidden needs the answer's tokens
 	}
 	return nil
+}
+
+// chooseTemplate takes the model's chat template for -cnv. A model without one keeps the
+// plain "User:"/"Assistant:" lines, and says so; a template that fails is an error naming it.
+func (s *interactive) chooseTemplate() error {
+	tmpl, err := s.g.m.ChatTemplate()
+	if errors.Is(err, chat.ErrNoTemplate) {
+		fmt.Fprintln(s.stderr, "gorun: the model has no chat template (tokenizer.chat_template): conversation mode uses plain 'User:'/'Assistant:' lines (--chat-template sets a template)")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	s.conv, err = newChatConversation(tmpl, s.f.system)
+	return err
 }
 
 // systemText is -cnv's first paragraph.
@@ -122,15 +153,22 @@ func (s *interactive) systemText() string {
 }
 
 // initialText is what goes into the context before the user types: the prompt, or in
-// conversation mode the system paragraph and -p as the first message.
-func (s *interactive) initialText(prompt string) string {
-	if !s.f.cnv {
-		return prompt
+// conversation mode the system paragraph and -p as the first message. With a chat template
+// it is the system message rendered (-p is then the first turn's).
+func (s *interactive) initialText(prompt string) (string, error) {
+	switch {
+	case !s.f.cnv:
+		return prompt, nil
+	case s.conv != nil:
+		if len(s.conv.msgs) == 0 {
+			return "", nil
+		}
+		text, err := s.conv.render(s.conv.msgs, false)
+		return s.g.m.StripAddedSpecial(text), err
+	case prompt == "":
+		return s.systemText(), nil
 	}
-	if prompt == "" {
-		return s.systemText()
-	}
-	return s.systemText() + chatUser + prompt + chatAssistant
+	return s.systemText() + chatUser + prompt + chatAssistant, nil
 }
 
 // loop runs the session: the prompt, then inputs and answers until the user ends it. It
@@ -166,7 +204,10 @@ func (s *interactive) loop(prompt string) (string, error) {
 
 // start puts the initial prompt into the context and, unless the user goes first, answers it.
 func (s *interactive) start(prompt string) error {
-	text := s.initialText(prompt)
+	text, err := s.initialText(prompt)
+	if err != nil {
+		return err
+	}
 	if prompt != "" && !s.f.noPrompt {
 		if s.f.cnv {
 			s.out.WriteString("> " + prompt + "\n")
@@ -175,20 +216,29 @@ func (s *interactive) start(prompt string) error {
 		}
 		s.out.Flush()
 	}
+	if s.conv != nil && prompt != "" {
+		return s.chatTurn(prompt) // the rendering holds the system message too
+	}
 	if text == "" {
 		return nil
 	}
 	if s.f.first || (s.f.cnv && prompt == "") {
-		ctx, done := s.intr.answer()
-		defer done()
-		st, err := s.g.feed(ctx, text)
-		s.total = addStats(s.total, st)
-		if errors.Is(err, llm.ErrCancelled) {
-			err = nil // Ctrl-C: the prompt is dropped, the user goes on without it
-		}
-		return err
+		return s.feedInitial(text)
 	}
-	return s.answer(text)
+	_, _, err = s.answer(text)
+	return err
+}
+
+// feedInitial puts the initial text into the context without an answer.
+func (s *interactive) feedInitial(text string) error {
+	ctx, done := s.intr.answer()
+	defer done()
+	st, err := s.g.feed(ctx, text)
+	s.total = addStats(s.total, st)
+	if errors.Is(err, llm.ErrCancelled) {
+		err = nil // Ctrl-C: the prompt is dropped, the user goes on without it
+	}
+	return err
 }
 
 // askForInput shows that the user's turn has come: --in-prefix (-i), "> " (-cnv).
@@ -232,32 +282,39 @@ func (s *interactive) input(line string) error {
 		if line == "" {
 			return nil
 		}
+		if s.conv != nil {
+			return s.chatTurn(line)
+		}
 		text := s.carry
 		if s.answered {
 			text += "\n"
 		}
-		return s.answer(text + chatUser + line + chatAssistant)
+		_, _, err := s.answer(text + chatUser + line + chatAssistant)
+		return err
 	}
 	if line == "" {
-		return s.answer("")
+		_, _, err := s.answer("")
+		return err
 	}
 	s.out.WriteString(s.f.inSuffix)
 	s.out.Flush()
-	return s.answer(s.f.inPrefix + line + s.f.inSuffix)
+	_, _, err := s.answer(s.f.inPrefix + line + s.f.inSuffix)
+	return err
 }
 
 // answer appends text to the context and shows what the model writes after it, until it
-// stops or Ctrl-C interrupts it. Only a failed computation is an error; a Ctrl-C, a full
-// context or an input too long return control to the user.
-func (s *interactive) answer(text string) error {
+// stops or Ctrl-C interrupts it, and returns the answer as shown and whether the text went
+// in (false: it did not fit). Only a failed computation is an error; a Ctrl-C, a full context
+// or an input too long return control to the user.
+func (s *interactive) answer(text string) (shown string, accepted bool, err error) {
 	ctx, done := s.intr.answer()
 	defer done()
-	p := &answerPrinter{out: s.out, tok: s.g.m.Tokenizer(), conversation: s.f.cnv}
+	plain := s.f.cnv && s.conv == nil
+	p := &answerPrinter{out: s.out, tok: s.g.m.Tokenizer(), collect: s.f.cnv, trimSpace: plain}
 	if !s.f.cnv {
 		p.reverse = s.f.stops // -cnv's are hidden stop strings (generator.opts.Stop)
 	}
 	var st llm.Stats
-	var err error
 	if s.f.n == 0 { // llama-cli's -n 0: the input goes in, nothing comes out
 		st, err = s.g.feed(ctx, text)
 		st.Stop = llm.StopLength
@@ -271,17 +328,17 @@ func (s *interactive) answer(text string) error {
 		st.Stop, err = llm.StopCancelled, nil
 	case errors.Is(err, llm.ErrContextFull): // refused before anything was evaluated
 		fmt.Fprintf(s.stderr, "\ngorun: %v; /clear forgets the conversation\n", err)
-		return nil
+		return "", false, nil
 	case err == nil && st.Stop == llm.StopContextFull:
 		fmt.Fprintf(s.stderr, "\ngorun: the context of %d tokens is full (%s); /clear forgets the conversation\n", s.g.sess.ContextLength(), s.fullHint())
 	}
 	s.total = addStats(s.total, st)
-	if err != nil || !s.f.cnv {
-		return err
+	if err != nil || !plain {
+		return p.shown.String(), err == nil, err
 	}
 	s.answered = true
 	s.carry, err = s.g.dropHidden(p.generated.String(), p.shown.String())
-	return err
+	return p.shown.String(), err == nil, err
 }
 
 // fullHint says why a full context was not shifted.
@@ -296,7 +353,11 @@ func (s *interactive) fullHint() string {
 // cache rows when they are still there (a context shift may have dropped some of them).
 func (s *interactive) clear() error {
 	s.answered, s.carry = false, ""
-	ids := s.g.m.Tokenizer().Encode(s.base)
+	s.g.dropped = nil
+	if s.conv != nil {
+		s.conv.clear()
+	}
+	ids := s.g.m.Tokenize(s.base, true)
 	toks := s.g.sess.Tokens()
 	if len(toks) >= len(ids) && equalTokens(toks[:len(ids)], ids) {
 		s.g.sess.Rewind(len(ids))
@@ -394,13 +455,14 @@ func readLines(r io.Reader, limit int, lines chan<- inputLine) {
 
 // answerPrinter shows an answer as it is generated and watches it for the reverse prompts.
 type answerPrinter struct {
-	out          *bufio.Writer
-	tok          tokenizer.Tokenizer
-	reverse      []string // shown reverse prompts: the answer stops after the piece that completes one
-	conversation bool     // drop the answer's leading space (after "Assistant:"); collect its text
-	tail         string   // the end of the answer, where a reverse prompt may have begun
-	found        string   // the reverse prompt that stopped the answer
-	started      bool
+	out       *bufio.Writer
+	tok       tokenizer.Tokenizer
+	reverse   []string // shown reverse prompts: the answer stops after the piece that completes one
+	collect   bool     // collect the answer's text (-cnv)
+	trimSpace bool     // drop the answer's leading space (after the plain format's "Assistant:")
+	tail      string   // the end of the answer, where a reverse prompt may have begun
+	found     string   // the reverse prompt that stopped the answer
+	started   bool
 	// generated and shown are the answer's token bytes and the text emitted (-cnv).
 	generated, shown strings.Builder
 }
@@ -408,12 +470,12 @@ type answerPrinter struct {
 // emit shows a piece, and stops the answer (errReversePrompt) once a reverse prompt is shown.
 func (a *answerPrinter) emit(p llm.Piece) error {
 	text := p.Text
-	if a.conversation {
+	if a.collect {
 		if p.Token >= 0 {
 			a.generated.Write(a.tok.TokenBytes(p.Token))
 		}
 		a.shown.WriteString(text)
-		if !a.started && text != "" {
+		if a.trimSpace && !a.started && text != "" {
 			a.started, text = true, strings.TrimPrefix(text, " ")
 		}
 	}

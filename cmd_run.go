@@ -59,6 +59,7 @@ type runFlags struct {
 	inPrefix, inSuffix, system     string
 	keep                           int
 	ctxShift, noCtxShift           bool
+	verbosePrompt                  bool
 }
 
 func (f *runFlags) register(fs *flag.FlagSet) {
@@ -96,17 +97,19 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.interactive, "interactive", false, "same as -i")
 	fs.BoolVar(&f.first, "if", false, "interactive mode, the user first: the prompt is read, then the user types")
 	fs.BoolVar(&f.first, "interactive-first", false, "same as -if")
-	fs.BoolVar(&f.cnv, "cnv", false, "conversation mode: interactive, each input a 'User:' line and each answer an 'Assistant:' line (GPT-2 has no chat template); -p is the first message")
+	fs.BoolVar(&f.cnv, "cnv", false, "conversation mode: interactive, the inputs and answers formatted with the model's chat template (or --chat-template; plain 'User:'/'Assistant:' lines for a model without one, such as GPT-2); -p is the first message")
 	fs.BoolVar(&f.cnv, "conversation", false, "same as -cnv")
-	fs.BoolVar(&f.noCnv, "no-cnv", false, "no conversation mode (the default: GPT-2 has no chat template)")
+	fs.BoolVar(&f.noCnv, "no-cnv", false, "no conversation mode (the default)")
 	fs.BoolVar(&f.noCnv, "no-conversation", false, "same as -no-cnv")
-	fs.StringVar(&f.system, "sys", "", "conversation mode: a system `PROMPT`, the conversation's first paragraph")
+	fs.StringVar(&f.system, "sys", "", "conversation mode: a system `PROMPT`, the conversation's first message")
 	fs.StringVar(&f.system, "system-prompt", "", "same as -sys")
 	fs.StringVar(&f.inPrefix, "in-prefix", "", "interactive mode: `TEXT` before each input (shown when the user is asked)")
 	fs.StringVar(&f.inSuffix, "in-suffix", "", "interactive mode: `TEXT` after each input (shown after it)")
 	fs.IntVar(&f.keep, "keep", 0, "tokens at the start of the prompt a context shift keeps (-1: all of the initial prompt)")
 	fs.BoolVar(&f.ctxShift, "context-shift", false, "when the context fills, drop the older half of what follows --keep and go on (the default in interactive mode)")
 	fs.BoolVar(&f.noCtxShift, "no-context-shift", false, "stop when the context fills (the default without -i)")
+	fs.BoolVar(&f.verbosePrompt, "verbose-prompt", false, "print each text put into the context (-cnv: each turn as the chat template renders it) and its token count to stderr")
+	f.mf.chat.register(fs)
 }
 
 // check refuses out-of-range and conflicting options, naming them, and processes the escapes
@@ -233,6 +236,9 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	g := &generator{m: m, sess: sess, opts: f.generateOptions(seed), shift: f.shifting(), keep: f.keep}
+	if f.verbosePrompt {
+		g.verbose = stderr
+	}
 	if f.interactiveMode() {
 		return runInteractive(g, &f, text, os.Stdin, stdout, stderr)
 	}

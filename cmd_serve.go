@@ -55,9 +55,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 	n := fs.Int("n", -1, "tokens to generate when a request gives no max_tokens or n_predict (-1: until end of text, a stop string or a full context)")
 	fs.IntVar(n, "n-predict", -1, "same as -n")
 	fs.IntVar(n, "predict", -1, "same as -n")
-	tmpl := fs.String("chat-template", "", "chat template: Go text/template over .Messages (.Role, .Content), or @FILE (default: plain 'User:'/'Assistant:' lines)")
+	mf.chat.register(fs)
 	var chatStop stringList
-	fs.Var(&chatStop, "chat-stop", "stop string of every chat answer (repeatable; default \"\\nUser:\" with the default template)")
+	fs.Var(&chatStop, "chat-stop", "stop string of every chat answer (repeatable; default \"\\nUser:\" with the plain format of a model without a chat template)")
 	var allowed stringList
 	fs.Var(&allowed, "allowed-hosts", "host `names` requests may be sent to (the Host header) and whose web pages may call the server (Origin), besides IP addresses, localhost and --host; comma-separated, repeatable; * for any")
 	maxBody := fs.Int64("max-body", 4<<20, "largest request body in bytes")
@@ -80,13 +80,6 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 	if *apiKey == "" {
 		*apiKey = os.Getenv("GORUN_API_KEY")
 	}
-	if strings.HasPrefix(*tmpl, "@") {
-		b, err := readInput("--chat-template", (*tmpl)[1:], 1<<20)
-		if err != nil {
-			return err
-		}
-		*tmpl = string(b)
-	}
 	name := *alias
 	if name == "" {
 		name = filepath.Base(mf.model)
@@ -100,7 +93,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 		return err
 	}
 	cfg := server.Config{Model: m, ModelName: name, Parallel: *parallel, Queue: *queue, APIKey: *apiKey,
-		ChatTemplate: *tmpl, DefaultMaxTokens: *n, MaxBodyBytes: *maxBody, AllowedHosts: allowedHosts(*host, allowed)}
+		DefaultMaxTokens: *n, MaxBodyBytes: *maxBody, AllowedHosts: allowedHosts(*host, allowed)}
 	if chatStop != nil {
 		cfg.ChatStop = chatStop
 	}
@@ -112,6 +105,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 		return err
 	}
 	defer srv.Close()
+	if srv.Plain() {
+		fmt.Fprintf(stderr, "gorun serve: the model has no chat template (tokenizer.chat_template): chats are plain 'User:'/'Assistant:' lines (--chat-template sets one)\n")
+	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(*port)))
 	if err != nil {
 		return err

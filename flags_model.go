@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/gorun-dev/gorun/llm"
 )
@@ -18,6 +19,40 @@ type modelFlags struct {
 	ngl     int
 	q8act   bool
 	mem     memLimit
+	// chat is --chat-template / --chat-template-file, for the commands that chat (run,
+	// serve): they register it with registerChatTemplate.
+	chat chatTemplateFlags
+}
+
+// chatTemplateFlags are llama.cpp's --chat-template (Jinja text or a built-in name) and
+// --chat-template-file.
+type chatTemplateFlags struct {
+	text, file string
+}
+
+func (c *chatTemplateFlags) register(fs interface {
+	StringVar(*string, string, string, string)
+}) {
+	fs.StringVar(&c.text, "chat-template", "", "chat `TEMPLATE` replacing the model's tokenizer.chat_template: Jinja text or a built-in name ("+strings.Join(llm.BuiltinChatTemplates(), ", ")+")")
+	fs.StringVar(&c.file, "chat-template-file", "", "read the Jinja chat template from `FILE`")
+}
+
+// source is the template given, or "" (the model's own).
+func (c *chatTemplateFlags) source() (string, error) {
+	if c.file == "" {
+		return c.text, nil
+	}
+	if c.text != "" {
+		return "", fmt.Errorf("--chat-template and --chat-template-file contradict each other")
+	}
+	b, err := readInput("--chat-template-file", c.file, 1<<20)
+	if err != nil {
+		return "", err
+	}
+	if len(b) == 0 {
+		return "", fmt.Errorf("--chat-template-file %s is empty", c.file)
+	}
+	return string(b), nil
 }
 
 func (m *modelFlags) register(fs interface {
@@ -47,8 +82,12 @@ func (m *modelFlags) load(stderr io.Writer) (*llm.Model, error) {
 	if m.ngl < 0 {
 		return nil, fmt.Errorf("-ngl %d: the layer count must be >= 0", m.ngl)
 	}
+	tmpl, err := m.chat.source()
+	if err != nil {
+		return nil, err
+	}
 	opts := llm.Options{Threads: m.threads, ContextLength: m.ctx, BatchSize: m.batch, QuantizedActivations: m.q8act,
-		MemoryLimit: int64(m.mem), GPULayers: m.ngl}
+		MemoryLimit: int64(m.mem), GPULayers: m.ngl, ChatTemplate: tmpl}
 	return loadOnDevice(m.model, opts, stderr)
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -20,6 +21,14 @@ type generator struct {
 	shift  bool                // shift a full context instead of stopping there
 	keep   int                 // tokens at the start of the context that a shift keeps
 
+	// trackDrops keeps the tokens context shifts drop (dropped), in order: a conversation
+	// with a chat template compares the whole conversation's text with its rendering.
+	trackDrops bool
+	dropped    []int32
+	// verbose, when set, gets each text put into the context and its token count
+	// (--verbose-prompt).
+	verbose io.Writer
+
 	shifts      int           // context shifts done
 	shiftTokens int           // tokens they evaluated again
 	shiftTime   time.Duration // and the time that took
@@ -36,6 +45,7 @@ func (g *generator) run(ctx context.Context, text string, maxTokens int, emit fu
 	if err := g.makeRoom(text); err != nil {
 		return llm.Stats{Stop: llm.StopContextFull}, err
 	}
+	g.showPrompt(text)
 	var total llm.Stats
 	for {
 		st, err := g.once(ctx, text, maxTokens, emit)
@@ -63,6 +73,7 @@ func (g *generator) feed(ctx context.Context, text string) (llm.Stats, error) {
 	if err := g.makeRoom(text); err != nil {
 		return st, err
 	}
+	g.showPrompt(text)
 	ids := g.m.Tokenize(text, g.sess.Pos() == 0)
 	if len(ids) == 0 {
 		return st, nil
@@ -74,6 +85,16 @@ func (g *generator) feed(ctx context.Context, text string) (llm.Stats, error) {
 		st.Stop = stopOnError(ctx)
 	}
 	return st, err
+}
+
+// showPrompt prints, with --verbose-prompt, the text about to go into the context (quoted, so
+// that special tokens and white space show), its tokens and the context's tokens before it.
+func (g *generator) showPrompt(text string) {
+	if g.verbose == nil {
+		return
+	}
+	ids := g.m.Tokenize(text, g.sess.Pos() == 0)
+	fmt.Fprintf(g.verbose, "prompt: %q\nnumber of tokens in prompt = %d, after %d in the context\n", text, len(ids), g.sess.Pos())
 }
 
 // once is one generation call, stopping at a full context.
@@ -132,6 +153,9 @@ func (g *generator) shiftContext() (bool, error) {
 	}
 	// Not cancellable: stopping halfway would lose the newer half of the context. It takes
 	// at most one prompt evaluation of half a context.
+	if g.trackDrops {
+		g.dropped = append(g.dropped, toks[keep:keep+discard]...)
+	}
 	moved := toks[keep+discard:]
 	if _, err := g.sess.EvalContext(context.Background(), moved); err != nil {
 		return false, err

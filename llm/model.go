@@ -18,6 +18,7 @@ import (
 	"unsafe"
 
 	"github.com/gorun-dev/gorun/backend"
+	"github.com/gorun-dev/gorun/chat"
 	"github.com/gorun-dev/gorun/cpu"
 	"github.com/gorun-dev/gorun/gguf"
 	"github.com/gorun-dev/gorun/graph"
@@ -50,6 +51,10 @@ type Options struct {
 	// unchecked), a negative value turns the check off. Load refuses a model and context
 	// over it before allocating them.
 	MemoryLimit int64
+	// ChatTemplate replaces the file's tokenizer.chat_template (llama.cpp's --chat-template):
+	// Jinja text, or a built-in name (BuiltinChatTemplates: "chatml", "llama3"). It is
+	// compiled when first used (Model.ChatTemplate), so a bad one fails there, naming it.
+	ChatTemplate string
 }
 
 // Model is a loaded model: mapped weights, tokenizer and backend. It is safe for concurrent use
@@ -71,6 +76,13 @@ type Model struct {
 	batch       batcher    // sessions' single-token steps, computed together
 	fingerprint uint64     // identifies the weights in saved sessions (computed on first use)
 	fpOnce      sync.Once
+
+	chatOverride string         // Options.ChatTemplate
+	chatFile     string         // tokenizer.chat_template
+	chatFileErr  error          // reading it
+	chatOnce     sync.Once      // compiles the template on first use
+	chat         *chat.Template // ChatTemplate's result
+	chatErr      error
 }
 
 // Load maps a GGUF file and prepares its model. Errors name what is wrong with the file.
@@ -110,6 +122,7 @@ func newModel(f *gguf.File, opts Options) (*Model, error) {
 		return nil, classify(err)
 	}
 	m := &Model{file: f, tok: tok, arch: plan}
+	m.readChatTemplate(opts.ChatTemplate)
 	if err := m.configure(plan.Hparams(), opts); err != nil {
 		return nil, err
 	}

@@ -3,10 +3,12 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/gorun-dev/gorun/chat"
 	"github.com/gorun-dev/gorun/llm"
 	"github.com/gorun-dev/gorun/tokenizer"
 )
@@ -283,19 +285,31 @@ type chatRequest struct {
 	TopLogprobs         *int            `json:"top_logprobs"`
 	User                string          `json:"user"`
 	ResponseFormat      json.RawMessage `json:"response_format"`
+	// Tools are function definitions the template shows the model (its tools variable).
+	Tools []json.RawMessage `json:"tools"`
+	// ChatTemplateKwargs are extra template variables (llama-server's chat_template_kwargs:
+	// enable_thinking, date_string, ...).
+	ChatTemplateKwargs map[string]json.RawMessage `json:"chat_template_kwargs"`
 	sampling
 }
 
 type chatMessage struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
-	Name    string          `json:"name"`
+	Role             string          `json:"role"`
+	Content          json.RawMessage `json:"content"`
+	Name             string          `json:"name"`
+	ToolCalls        []chatToolCall  `json:"tool_calls"`
+	ToolCallID       string          `json:"tool_call_id"`
+	ReasoningContent string          `json:"reasoning_content"`
 }
 
-// chatTurn is a message as the chat template sees it.
-type chatTurn struct {
-	Role    string
-	Content string
+// chatToolCall is a function call of an assistant message, as OpenAI's API carries it.
+type chatToolCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	} `json:"function"`
 }
 
 type chatLogprob struct {
@@ -339,36 +353,116 @@ type chatResponse struct {
 	Usage             *usage       `json:"usage,omitempty"`
 }
 
-// renderChat makes a conversation's prompt with the chat template.
-func (s *Server) renderChat(turns []chatTurn) (string, error) {
-	var b bytes.Buffer
-	err := s.chat.Execute(&b, struct{ Messages []chatTurn }{turns})
-	return b.String(), err
+// chatPrompt validates the request's messages, tools and template variables and renders them
+// with the chat template: the prompt to tokenize at the start of a context.
+func (s *Server) chatPrompt(req *chatRequest) (string, *apiError) {
+	msgs, e := s.chatMessages(req.Messages)
+	if e != nil {
+		return "", e
+	}
+	ro := chat.RenderOptions{AddGenerationPrompt: true}
+	if req.Tools != nil || req.ChatTemplateKwargs != nil {
+		if s.plain {
+			param := "tools"
+			if req.Tools == nil {
+				param = "chat_template_kwargs"
+			}
+			return "", badRequest(param, "%s needs a chat template, and the model has none (give one with --chat-template)", param)
+		}
+		ro.Tools = req.Tools
+		for i, t := range req.Tools {
+			if b := bytes.TrimSpace(t); len(b) == 0 || b[0] != '{' {
+				return "", badRequest("tools", "tools[%d] must be an object", i)
+			}
+		}
+		if len(req.ChatTemplateKwargs) > 0 {
+			ro.Vars = make(map[string]any, len(req.ChatTemplateKwargs))
+			for k, v := range req.ChatTemplateKwargs {
+				ro.Vars[k] = v
+			}
+		}
+	}
+	text, err := s.chat.Render(msgs, ro)
+	if err != nil {
+		return "", templateError(err)
+	}
+	if s.plain {
+		return text, nil
+	}
+	return s.model.StripAddedSpecial(text), nil
 }
 
-// chatPrompt validates the messages and renders them.
-func (s *Server) chatPrompt(msgs []chatMessage) (string, *apiError) {
-	if len(msgs) == 0 {
-		return "", badRequest("messages", "messages must be a non-empty array")
+// templateError is a failed render as the client sees it: the template refusing the
+// conversation (raise_exception) is the request's fault, with the template's message;
+// anything else the server's, naming the template.
+func templateError(err error) *apiError {
+	var re *chat.RaiseError
+	if errors.As(err, &re) {
+		return badRequest("messages", "the chat template refuses the conversation: %s", re.Message)
 	}
-	norm := make([]chatTurn, len(msgs))
+	// chat reports a variable it cannot pass ("variable NAME: ...", "variable NAME is set by
+	// Render itself"): only chat_template_kwargs gives variables.
+	var ce *chat.Error
+	if errors.As(err, &ce) && strings.HasPrefix(ce.Err.Error(), "variable ") {
+		return badRequest("chat_template_kwargs", "%v", ce.Err)
+	}
+	return &apiError{Status: http.StatusInternalServerError, Message: err.Error(), Type: "server_error"}
+}
+
+// chatMessages checks the messages and converts them to the template's. PlainChatTemplate
+// has no place for tool messages or calls.
+func (s *Server) chatMessages(msgs []chatMessage) ([]chat.Message, *apiError) {
+	if len(msgs) == 0 {
+		return nil, badRequest("messages", "messages must be a non-empty array")
+	}
+	out := make([]chat.Message, len(msgs))
 	for i, m := range msgs {
 		switch m.Role {
 		case "system", "developer", "user", "assistant":
+		case "tool":
+			if !s.plain {
+				break
+			}
+			fallthrough
 		default:
-			return "", badRequest("messages", "messages[%d].role = %s (want system, developer, user or assistant)", i, quote(m.Role))
+			want := "system, developer, user, assistant or tool"
+			if s.plain {
+				want = "system, developer, user or assistant: the model has no chat template for tools"
+			}
+			return nil, badRequest("messages", "messages[%d].role = %s (want %s)", i, quote(m.Role), want)
 		}
 		text, ok := messageText(m.Content)
 		if !ok {
-			return "", badRequest("messages", "messages[%d].content must be a string or an array of text parts", i)
+			return nil, badRequest("messages", "messages[%d].content must be a string or an array of text parts", i)
 		}
-		norm[i] = chatTurn{Role: m.Role, Content: text}
+		out[i] = chat.Message{Role: m.Role, Content: text, Name: m.Name, ToolCallID: m.ToolCallID, ReasoningContent: m.ReasoningContent}
+		if len(m.ToolCalls) > 0 && (s.plain || m.Role != "assistant") {
+			return nil, badRequest("messages", "messages[%d].tool_calls: only an assistant message of a model with a chat template has tool calls", i)
+		}
+		for j, tc := range m.ToolCalls {
+			args, e := toolArguments(tc.Function.Arguments)
+			if e != nil || tc.Function.Name == "" || (tc.Type != "" && tc.Type != "function") {
+				return nil, badRequest("messages", "messages[%d].tool_calls[%d] must be {\"type\": \"function\", \"function\": {\"name\": ..., \"arguments\": ...}}", i, j)
+			}
+			out[i].ToolCalls = append(out[i].ToolCalls, chat.ToolCall{ID: tc.ID, Type: tc.Type, Name: tc.Function.Name, Arguments: args})
+		}
 	}
-	p, err := s.renderChat(norm)
-	if err != nil {
-		return "", &apiError{Status: 500, Message: "chat template: " + err.Error(), Type: "server_error"}
+	return out, nil
+}
+
+// toolArguments is a call's arguments as JSON text: OpenAI sends them as a string holding
+// JSON; an object is taken as it is.
+func toolArguments(raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "{}", nil
 	}
-	return p, nil
+	if raw[0] == '"' {
+		var s string
+		err := json.Unmarshal(raw, &s)
+		return s, err
+	}
+	return string(raw), nil
 }
 
 // messageText reads content: a string, null, or an array of {"type":"text","text":...}.
@@ -408,7 +502,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, e)
 		return
 	}
-	text, e := s.chatPrompt(req.Messages)
+	text, e := s.chatPrompt(&req)
 	if e == nil {
 		e = chatChecks(&req)
 	}
@@ -470,7 +564,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		begun := false // the answer's first text began (its leading space, after "Assistant:", is dropped)
+		begun := !s.plain // the answer's first text began (with PlainChatTemplate its leading space, after "Assistant:", is dropped)
 		st, _, ae := s.generate(r.Context(), sl, prompt, choiceSeed(opts, j), nil, func(p llm.Piece) error {
 			t := p.Text
 			if !begun && t != "" {

@@ -31,22 +31,28 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"text/template"
 	"time"
 	"unicode/utf8"
 
+	"github.com/gorun-dev/gorun/chat"
 	"github.com/gorun-dev/gorun/llm"
 )
 
-// DefaultChatTemplate is the plain-text conversation format GPT-2 gets (it has no chat
-// template of its own): a system message as a first paragraph, then one line per turn
+// PlainChatTemplate is the conversation format of a model without a chat template of its own
+// (GPT-2), as Jinja: a system message as a first paragraph, then one line per turn
 // ("User: ...", "Assistant: ..."), ending with "Assistant:" for the model to complete.
-// Generation stops at DefaultChatStop (the model starting the user's next turn).
-const DefaultChatTemplate = `{{range .Messages}}{{if eq .Role "system" "developer"}}{{.Content}}
-
-{{else if eq .Role "assistant"}}Assistant: {{.Content}}
-{{else}}User: {{.Content}}
-{{end}}{{end}}Assistant:`
+// Generation stops at DefaultChatStop (the model starting the user's next turn), and the
+// answer's leading space (after "Assistant:") is dropped.
+const PlainChatTemplate = `{%- for message in messages -%}
+{%- if message['role'] == 'system' or message['role'] == 'developer' -%}
+{{- message['content'] + '\n\n' -}}
+{%- elif message['role'] == 'assistant' -%}
+{{- 'Assistant: ' + message['content'] + '\n' -}}
+{%- else -%}
+{{- 'User: ' + message['content'] + '\n' -}}
+{%- endif -%}
+{%- endfor -%}
+Assistant:`
 
 // DefaultChatStop ends a chat answer where the model begins the user's next turn.
 var DefaultChatStop = []string{"\nUser:"}
@@ -62,11 +68,11 @@ type Config struct {
 	Queue int
 	// APIKey, when set, is required as "Authorization: Bearer KEY" (except on /health).
 	APIKey string
-	// ChatTemplate is a text/template over {{.Messages}} (each with .Role and .Content) that
-	// makes a chat's prompt (default DefaultChatTemplate).
-	ChatTemplate string
-	// ChatStop are stop strings every chat request has (nil: DefaultChatStop with the default
-	// template, none with another; an empty non-nil slice: none).
+	// ChatStop are stop strings every chat request has (nil: DefaultChatStop with
+	// PlainChatTemplate, none with the model's template; an empty non-nil slice: none). Chats
+	// are rendered with the model's chat template (llm.Model.ChatTemplate: the file's
+	// tokenizer.chat_template, or llm.Options.ChatTemplate), or PlainChatTemplate when the
+	// model has none (Plain reports it).
 	ChatStop []string
 	// DefaultMaxTokens is what an absent max_tokens means (0: llm.DefaultMaxTokens; llm.NoLimit:
 	// until end of text, a stop string or a full context).
@@ -86,7 +92,8 @@ type Server struct {
 	cfg     Config
 	model   *llm.Model
 	name    string
-	chat    *template.Template
+	chat    *chat.Template
+	plain   bool // chat is PlainChatTemplate: the model has no template
 	stops   []string
 	pool    *pool
 	mux     *http.ServeMux
@@ -139,20 +146,9 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.hosts[name] = true
 	}
-	tmpl := cfg.ChatTemplate
-	s.stops = cfg.ChatStop
-	if tmpl == "" {
-		tmpl = DefaultChatTemplate
-		if s.stops == nil {
-			s.stops = DefaultChatStop
-		}
-	}
 	var err error
-	if s.chat, err = template.New("chat").Option("missingkey=error").Parse(tmpl); err != nil {
-		return nil, fmt.Errorf("server: chat template: %w", err)
-	}
-	if _, err := s.renderChat([]chatTurn{{Role: "system", Content: "s"}, {Role: "user", Content: "u"}, {Role: "assistant", Content: "a"}}); err != nil {
-		return nil, fmt.Errorf("server: chat template: %w", err)
+	if err = s.chooseTemplate(); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
 	}
 	for _, st := range s.stops {
 		if st == "" {
@@ -165,6 +161,36 @@ func New(cfg Config) (*Server, error) {
 	s.routes()
 	return s, nil
 }
+
+// chooseTemplate takes the model's chat template, or PlainChatTemplate when it has none, and
+// checks that it renders a first user message: a template that cannot is an error naming it
+// before the server starts, not a failure on every chat request.
+func (s *Server) chooseTemplate() error {
+	t, err := s.model.ChatTemplate()
+	s.stops = s.cfg.ChatStop
+	switch {
+	case errors.Is(err, chat.ErrNoTemplate):
+		if t, err = chat.New("plain User:/Assistant: lines (the model has no chat template)", PlainChatTemplate, chat.Options{}); err != nil {
+			return err
+		}
+		s.plain = true
+		if s.stops == nil {
+			s.stops = DefaultChatStop
+		}
+	case err != nil:
+		return err
+	}
+	s.chat = t
+	_, err = t.Render([]chat.Message{{Role: "user", Content: "Hello"}}, chat.RenderOptions{AddGenerationPrompt: true})
+	var re *chat.RaiseError
+	if errors.As(err, &re) {
+		return nil // the template refuses this conversation, which is its right
+	}
+	return err
+}
+
+// Plain reports whether chats use PlainChatTemplate because the model has no chat template.
+func (s *Server) Plain() bool { return s.plain }
 
 // Close releases the slots' sessions (not the model). Requests still running fail.
 func (s *Server) Close() error {

@@ -119,5 +119,5 @@ func (m *model) llamaMetadata(c *Config, v *vocab) []gguf.KV {
 		kv(a+".vocab_size", u32(len(v.tokens))),
 		kv(a+".rope.dimension_count", u32(D)),
 	)
-	return append(kvs, tokenizerMetadata(v)...)
+	return kvs
 }

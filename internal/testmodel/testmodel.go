@@ -42,6 +42,29 @@ type Config struct {
 	NHeadKV   int     // key/value heads (0: NHead); fewer than NHead is grouped-query attention
 	RopeBase  float32 // rope.freq_base (0: not written, 10000 for the loader)
 	RopeFreqs bool    // write rope_freqs.weight with Llama 3.1's frequency factors (llama only)
+	// Chat makes the file a chat model's: its control tokens, template and BOS rule (nil: a
+	// plain GPT-2 file, as the converter writes one).
+	Chat *Chat
+}
+
+// Chat is what a chat model's file adds to GPT-2's: control tokens such as Llama 3's
+// <|begin_of_text|> and <|eot_id|>, appended to the vocabulary, which token is BOS and which
+// EOS, whether the tokenizer adds BOS, and tokenizer.chat_template.
+type Chat struct {
+	Control  []string // control tokens (type 3) appended to the vocabulary, which grows by as many
+	BOS, EOS string   // tokenizer.ggml.bos_token_id and eos_token_id by text ("": <|endoftext|>)
+	AddBOS   bool     // tokenizer.ggml.add_bos_token = true
+	Template string   // tokenizer.chat_template ("": none)
+}
+
+// Llama3Control are Llama 3's chat control tokens, as its tokenizer has them.
+var Llama3Control = []string{"<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"}
+
+// Llama3Chat is a chat model's file as Llama 3 Instruct's: its control tokens, BOS
+// <|begin_of_text|> added by the tokenizer, EOS <|end_of_text|> (<|eot_id|> ends a turn) and
+// template, the Jinja text of its tokenizer_config.json's chat_template.
+func Llama3Chat(template string) *Chat {
+	return &Chat{Control: Llama3Control, BOS: "<|begin_of_text|>", EOS: "<|end_of_text|>", AddBOS: true, Template: template}
 }
 
 var presets = map[string]Config{
@@ -201,6 +224,9 @@ func build(c Config) (*model, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c.Chat != nil {
+		v.addControl(c.Chat.Control)
+	}
 	m := &model{w: gguf.NewWriter(), tensors: plan(&c, len(v.tokens))}
 	for _, t := range m.tensors {
 		if err := m.w.AddTensor(t.name, t.typ, t.dims); err != nil {
@@ -218,11 +244,15 @@ func build(c Config) (*model, error) {
 
 // setMetadata writes the KVs in the order convert_hf_to_gguf.py writes them.
 func (m *model) setMetadata(c *Config, v *vocab) error {
-	kvs := m.gpt2Metadata(c, v)
+	kvs := m.gpt2Metadata(c)
 	if c.arch() != "gpt2" {
 		kvs = m.llamaMetadata(c, v)
 	}
-	for _, e := range kvs {
+	tk, err := tokenizerMetadata(c, v)
+	if err != nil {
+		return err
+	}
+	for _, e := range append(kvs, tk...) {
 		if err := m.w.Set(e.Key, e.Value); err != nil {
 			return err
 		}
@@ -232,23 +262,39 @@ func (m *model) setMetadata(c *Config, v *vocab) error {
 
 // tokenizerMetadata is the vocabulary's part of the metadata, as the converter writes it for
 // GPT-2's byte-level BPE.
-func tokenizerMetadata(v *vocab) []gguf.KV {
+func tokenizerMetadata(c *Config, v *vocab) ([]gguf.KV, error) {
 	eot := uint32(v.eot)
-	return []gguf.KV{
+	bos, eos := eot, eot
+	if c.Chat != nil {
+		var err error
+		if bos, err = v.idOr(c.Chat.BOS, eot); err != nil {
+			return nil, err
+		}
+		if eos, err = v.idOr(c.Chat.EOS, eot); err != nil {
+			return nil, err
+		}
+	}
+	kvs := []gguf.KV{
 		kv("tokenizer.ggml.model", "gpt2"),
 		kv("tokenizer.ggml.pre", "gpt-2"),
 		kv("tokenizer.ggml.tokens", v.tokens),
 		kv("tokenizer.ggml.token_type", v.types),
 		kv("tokenizer.ggml.merges", v.merges),
-		kv("tokenizer.ggml.bos_token_id", eot),
-		kv("tokenizer.ggml.eos_token_id", eot),
+		kv("tokenizer.ggml.bos_token_id", bos),
+		kv("tokenizer.ggml.eos_token_id", eos),
 		kv("tokenizer.ggml.unknown_token_id", eot),
-		kv("general.quantization_version", uint32(2)),
 	}
+	if c.Chat != nil && c.Chat.AddBOS {
+		kvs = append(kvs, kv("tokenizer.ggml.add_bos_token", true))
+	}
+	if c.Chat != nil && c.Chat.Template != "" {
+		kvs = append(kvs, kv("tokenizer.chat_template", c.Chat.Template))
+	}
+	return append(kvs, kv("general.quantization_version", uint32(2))), nil
 }
 
 // gpt2Metadata is GPT-2's metadata in the converter's order.
-func (m *model) gpt2Metadata(c *Config, v *vocab) []gguf.KV {
+func (m *model) gpt2Metadata(c *Config) []gguf.KV {
 	u32 := func(n int) uint32 { return uint32(n) }
 	kvs := []gguf.KV{
 		kv("general.architecture", "gpt2"),
@@ -263,7 +309,7 @@ func (m *model) gpt2Metadata(c *Config, v *vocab) []gguf.KV {
 		kv("gpt2.attention.layer_norm_epsilon", float32(1e-5)),
 		kv("general.file_type", fileType(c.Type)),
 	}
-	return append(kvs, tokenizerMetadata(v)...)
+	return kvs
 }
 
 // kv builds an entry from a value of a type ValueOf always accepts.

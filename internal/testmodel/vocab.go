@@ -143,6 +143,27 @@ func (b *mergeBuilder) pickShort(from []string) string {
 }
 
 // givenVocab wraps a real vocabulary (Config.Tokens and Merges).
+// addControl appends control tokens to the vocabulary.
+func (v *vocab) addControl(tokens []string) {
+	for _, t := range tokens {
+		v.tokens = append(v.tokens, t)
+		v.types = append(v.types, tokenControl)
+	}
+}
+
+// idOr is the id of the token whose text is t, or def when t is empty.
+func (v *vocab) idOr(t string, def uint32) (uint32, error) {
+	if t == "" {
+		return def, nil
+	}
+	for i, tok := range v.tokens {
+		if tok == t {
+			return uint32(i), nil
+		}
+	}
+	return 0, fmt.Errorf("testmodel: the vocabulary has no token %q", t)
+}
+
 func givenVocab(tokens, merges []string) (*vocab, error) {
 	v := &vocab{tokens: tokens, merges: merges, eot: -1, types: make([]int32, len(tokens))}
 	for i, t := range tokens {
