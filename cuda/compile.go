@@ -356,7 +356,7 @@ func pairedWith(a, n *graph.Tensor) (other *graph.Tensor, act int, ok bool) {
 }
 
 // normFusable reports whether product n of the one-row norm l can normalize the row itself
-// (mvsln): an output of at most 4096 rows (more blocks would each redo the norm), whole
+// (mvsln): an output of at most lnMaxN rows (more blocks would each redo the norm), whole
 // 32-element chunks, a row short enough for the kernel's registers and staging.
 func (b *Backend) normFusable(n, l *graph.Tensor) bool {
 	if n.Op != graph.OpMulMat || n.Src[1] != l || n.Src[0] == l {
@@ -364,7 +364,7 @@ func (b *Backend) normFusable(n, l *graph.Tensor) bool {
 	}
 	w := n.Src[0]
 	K, N := w.Ne[0], w.Ne[1]
-	return (N <= 4096 || b.mvd&mvdLN != 0) && K%32 == 0 && K <= lnMaxK && typeSuffix[w.Type] != "" &&
+	return (N <= b.lnMaxN || b.mvd&mvdLN != 0) && K%32 == 0 && K <= lnMaxK && typeSuffix[w.Type] != "" &&
 		w.Nb[1] <= mvsBytes && w.Nb[1]%chunkAlign[w.Type] == 0 && l.Src[0].Ne[0] == K && w.Ne[2]*w.Ne[3] == 1
 }
 

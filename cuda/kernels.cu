@@ -113,12 +113,22 @@ __device__ __forceinline__ float silu(float x) {
 	return (float)(d / (1.0 + exp(-d)));
 }
 
+// glu is the SwiGLU of a gate/up pair whose other half is r: silu(r) * v (act 2: v is the up
+// half) or silu(v) * r (act 3: v is the gate half). Not inlined (unless GLU_INLINE): the double
+// exp would otherwise sit in every product kernel's epilogue (registers, code size).
+#ifdef GLU_INLINE
+__device__ __forceinline__
+#else
+__device__ __noinline__
+#endif
+float glu(float v, float r, int act) {
+	return act == 2 ? silu(r) * v : silu(v) * r;
+}
+
 // The last step of an epilogue, with r the element of the second operand res (has: res is
-// given): + r (act 0, 1), or the SwiGLU of a gate/up pair whose other half is r: silu(r) * v
-// (act 2: this product is the up half) or silu(v) * r (act 3: the gate half).
+// given): + r (act 0, 1), or the SwiGLU with r (act 2, 3: glu).
 __device__ __forceinline__ float fin(float v, float r, bool has, int act) {
-	if (act == 2) return silu(r) * v;
-	if (act == 3) return silu(v) * r;
+	if (act >= 2) return glu(v, r, act);
 	return has ? r + v : v;
 }
 
