@@ -99,6 +99,10 @@ type Backend struct {
 	// mvsp pipelines the long one-row products (GORUN_CUDA_MVSP=0 turns it off).
 	mvsp bool
 
+	// lnMaxN is the longest output of a one-row product that normalizes its input row itself
+	// (mvsln): every block redoes the norm (GORUN_CUDA_LN_MAXN, a measurement switch).
+	lnMaxN int
+
 	// UseGraphs replays each compiled graph as one CUDA graph (default true; GORUN_CUDA_GRAPHS=0
 	// turns it off, for measuring what the capture saves).
 	UseGraphs bool
@@ -160,6 +164,7 @@ func New(ordinal int) (*Backend, error) {
 		stats: os.Getenv("GORUN_CUDA_STATS") == "1", tc: os.Getenv("GORUN_CUDA_TC") == "1",
 		simt: os.Getenv("GORUN_CUDA_SIMT") == "1", mvd: envLevel("GORUN_CUDA_MVD", 1),
 		mvsRows: max(1, envLevel("GORUN_CUDA_MVS_ROWS", 4)),
+		lnMaxN:  envLevel("GORUN_CUDA_LN_MAXN", 16384),
 		mvsp:    os.Getenv("GORUN_CUDA_MVSP") != "0"}
 	var ptx []byte
 	if f := os.Getenv("GORUN_CUDA_PTX"); f != "" { // kernel development: PTX from nvcc, no rebuild

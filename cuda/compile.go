@@ -54,6 +54,7 @@ func (b *Backend) compile(g *graph.Graph) (*program, error) {
 	idx := map[*graph.Tensor]int{}
 	readers := map[*graph.Tensor]int{}
 	readerOf := map[*graph.Tensor]*graph.Tensor{}
+	readersOf := map[*graph.Tensor][]*graph.Tensor{}
 	for i, n := range g.Nodes {
 		idx[n] = i
 		if n.Buf == nil {
@@ -65,6 +66,7 @@ func (b *Backend) compile(g *graph.Graph) (*program, error) {
 			}
 			readers[s]++
 			readerOf[s] = n
+			readersOf[s] = append(readersOf[s], n)
 		}
 	}
 	outputs := map[*graph.Tensor]bool{}
@@ -89,18 +91,23 @@ func (b *Backend) compile(g *graph.Graph) (*program, error) {
 	}
 
 	skip := map[*graph.Tensor]bool{}
-	// A layer norm of one row read only by one mat-vec product (a decode step's, not the
-	// vocabulary-wide output layer's) is computed by the blocks of that product (mvsln).
+	// A layer or RMS norm of one row read only by mat-vec products (a decode step's, not the
+	// vocabulary-wide output layer's; Llama's Q, K and V products share one) is computed by the
+	// blocks of each product (mvsln) instead of by a launch of its own.
 	lnOf := map[*graph.Tensor]*graph.Tensor{}
-	for _, n := range g.Nodes {
-		if n.Op != graph.OpMulMat || n.Src[1].Op != graph.OpLayerNorm {
+	for _, l := range g.Nodes {
+		if (l.Op != graph.OpLayerNorm && l.Op != graph.OpRMSNorm) || l.NRows() != 1 || outputs[l] || l.Flags&graph.FlagOutput != 0 ||
+			len(readersOf[l]) == 0 || len(readersOf[l]) != readers[l] {
 			continue
 		}
-		w, l := n.Src[0], n.Src[1]
-		K, N := w.Ne[0], w.Ne[1]
-		if sole(l) == n && l.NRows() == 1 && (N <= 4096 || b.mvd&mvdLN != 0) && K%32 == 0 && K <= lnMaxK && typeSuffix[w.Type] != "" &&
-			w.Nb[1] <= mvsBytes && w.Nb[1]%chunkAlign[w.Type] == 0 && l.Src[0].Ne[0] == K && !skip[l] {
-			lnOf[n] = l
+		fits := true
+		for _, n := range readersOf[l] {
+			fits = fits && b.normFusable(n, l)
+		}
+		if fits {
+			for _, n := range readersOf[l] {
+				lnOf[n] = l
+			}
 			skip[l] = true
 		}
 	}
@@ -133,7 +140,8 @@ func (b *Backend) compile(g *graph.Graph) (*program, error) {
 		}
 		switch n.Op {
 		case graph.OpMulMat:
-			if a := sole(n); a != nil && a.Op == graph.OpAdd && a.Src[0] == n && a.Src[1] != n &&
+			a := sole(n)
+			if a != nil && a.Op == graph.OpAdd && a.Src[0] == n && a.Src[1] != n &&
 				a.Src[1].NRows() == 1 && ready(a.Src[1], i) {
 				o.bias, o.out = a.Src[1], a
 				skip[a] = true
@@ -145,6 +153,11 @@ func (b *Backend) compile(g *graph.Graph) (*program, error) {
 					o.res, o.out = r.Src[0], r
 					skip[r] = true
 				}
+			} else if other, act, ok := pairedWith(a, n); ok && ready(other, i) {
+				// the residual add x + w·h (Llama's), or the SwiGLU of a gate/up pair whose
+				// other half is already computed: the epilogue reads the other operand
+				o.res, o.act, o.out = other, act, a
+				skip[a] = true
 			}
 			o.ins = []*graph.Tensor{n.Src[0], n.Src[1], o.bias, o.res}
 			if l := lnOf[n]; l != nil {
@@ -158,10 +171,19 @@ func (b *Backend) compile(g *graph.Graph) (*program, error) {
 		}
 		ops = append(ops, o)
 	}
-	// Fuse adjacent K and V stores of the same rows.
+	// Fuse adjacent K and V stores of the same rows. Llama's V product comes between its K and
+	// V stores (K's store follows K's RoPE): the K store moves after it, which nothing between
+	// reads.
 	fused := ops[:0]
 	for i := 0; i < len(ops); i++ {
 		o := ops[i]
+		if o.kind == graph.OpStoreKV && i+2 < len(ops) && ops[i+1].kind != graph.OpStoreKV && ops[i+2].kind == graph.OpStoreKV &&
+			ops[i+2].node.Src[2] == o.node.Src[2] && !readsFrom(ops[i+1], o.node) {
+			ops[i], ops[i+1] = ops[i+1], ops[i]
+			fused = append(fused, ops[i])
+			i++
+			o = ops[i]
+		}
 		if o.kind == graph.OpStoreKV && i+1 < len(ops) {
 			s := ops[i+1]
 			a, c := o.node, s.node
@@ -299,6 +321,53 @@ func (b *Backend) compile(g *graph.Graph) (*program, error) {
 	return p, nil
 }
 
+// readsFrom reports whether launch o reads t or anything in t's memory (the cache of a store).
+func readsFrom(o op, t *graph.Tensor) bool {
+	for _, s := range o.ins {
+		if s != nil && (s == t || s.Base() == t.Base() || (t.Src[0] != nil && s.Base() == t.Src[0].Base())) {
+			return true
+		}
+	}
+	return false
+}
+
+// pairedWith reports whether the sole reader a of product n is an elementwise op the product's
+// epilogue can compute with a second operand other of n's shape: an add (act 0: other + n, in
+// either order) or a SwiGLU (act 2: silu(other) * n, n the up half; act 3: silu(n) * other).
+func pairedWith(a, n *graph.Tensor) (other *graph.Tensor, act int, ok bool) {
+	if a == nil || (a.Op != graph.OpAdd && a.Op != graph.OpSwiGLU) || a.Src[0] == a.Src[1] {
+		return nil, 0, false
+	}
+	switch n {
+	case a.Src[1]:
+		other, act = a.Src[0], 2
+	case a.Src[0]:
+		other, act = a.Src[1], 3
+	default:
+		return nil, 0, false
+	}
+	if a.Op == graph.OpAdd {
+		act = 0
+	}
+	if other.Ne[0] != n.Ne[0] || other.NRows() != n.NRows() || other.Type != quant.F32 {
+		return nil, 0, false
+	}
+	return other, act, true
+}
+
+// normFusable reports whether product n of the one-row norm l can normalize the row itself
+// (mvsln): an output of at most lnMaxN rows (more blocks would each redo the norm), whole
+// 32-element chunks, a row short enough for the kernel's registers and staging.
+func (b *Backend) normFusable(n, l *graph.Tensor) bool {
+	if n.Op != graph.OpMulMat || n.Src[1] != l || n.Src[0] == l {
+		return false
+	}
+	w := n.Src[0]
+	K, N := w.Ne[0], w.Ne[1]
+	return (N <= b.lnMaxN || b.mvd&mvdLN != 0) && K%32 == 0 && K <= lnMaxK && typeSuffix[w.Type] != "" &&
+		w.Nb[1] <= mvsBytes && w.Nb[1]%chunkAlign[w.Type] == 0 && l.Src[0].Ne[0] == K && w.Ne[2]*w.Ne[3] == 1
+}
+
 // splitK chooses how many parts the K range of a tiled product is cut into, so that products
 // with few output tiles (a 768-wide output of a 512-token batch: 96 tiles on 132
 // multiprocessors) still fill the GPU; each part must be whole 32-element chunks.
@@ -429,7 +498,7 @@ func (b *Backend) emit(p *program, o op, where func(*graph.Tensor) (DevicePtr, e
 			stride := (w.Nb[1] + 15) &^ 15
 			name = "mvsln_" + suf
 			a.ptr(get(w)).i32(w.Nb[1]).ptr(get(ln.Src[0])).ptr(out).i32(N).i32(w.Ne[0]).ptr(get(o.bias)).ptr(get(o.res)).
-				i32(o.act).i32(stride).ptr(get(ln.Src[1])).ptr(get(ln.Src[2])).f32(ln.FParams[0])
+				i32(o.act).i32(stride).ptr(get(ln.Src[1])).ptr(get(ln.Src[2])).f32(ln.FParams[0]).i32(isRMS(ln))
 			l.block = Dim3{256, 1, 1}
 			l.grid = Dim3{(N + 7) / 8, 1, 1}
 			l.shm = 8*stride + (w.Ne[0]+w.Ne[0]/8)*4
@@ -575,6 +644,29 @@ func (b *Backend) emit(p *program, o op, where func(*graph.Tensor) (DevicePtr, e
 		a.ptr(get(x)).i32(ld(x, 4)).ptr(out).i32(ld(o.out, 4)).i32(n.Ne[0]).ptr(get(n.Src[1])).ptr(get(n.Src[2])).f32(n.FParams[0])
 		l.grid = Dim3{n.NRows(), 1, 1}
 		l.block = Dim3{256, 1, 1}
+	case graph.OpRMSNorm:
+		x := n.Src[0]
+		name = "rms_norm"
+		a.ptr(get(x)).i32(ld(x, 4)).ptr(out).i32(ld(o.out, 4)).i32(n.Ne[0]).ptr(get(n.Src[1])).f32(n.FParams[0])
+		l.grid = Dim3{n.NRows(), 1, 1}
+		l.block = Dim3{256, 1, 1}
+	case graph.OpRoPE:
+		x, pos := n.Src[0], n.Src[1]
+		if err := ropeFits(n); err != nil {
+			return l, err
+		}
+		name = "rope"
+		a.ptr(get(x)).i32(ld(x, 4)).ptr(out).i32(ld(o.out, 4)).i32(n.Ne[0]).ptr(get(pos)).i32(n.IParams[0]).i32(n.IParams[1]).
+			i32(boolInt(n.IParams[2] == graph.RopeNeoX)).f32(n.FParams[0]).f32(n.FParams[1]).ptr(get(n.Src[2]))
+		l.grid = Dim3{n.NRows(), 1, 1}
+		l.block = Dim3{min(256, (n.Ne[0]+31)&^31), 1, 1}
+	case graph.OpSwiGLU:
+		g, u := n.Src[0], n.Src[1]
+		K, rows := n.Ne[0], n.NRows()
+		name = "swiglu"
+		a.ptr(get(g)).i32(ld(g, 4)).ptr(get(u)).i32(ld(u, 4)).ptr(out).i32(ld(o.out, 4)).i32(K).i32(rows)
+		l.block = Dim3{256, 1, 1}
+		l.grid = Dim3{gridFor(K*rows, 256), 1, 1}
 	case graph.OpStoreKV:
 		cache, v, pos := n.Src[0], n.Src[1], n.Src[2]
 		es := 4
@@ -601,6 +693,10 @@ func (b *Backend) emit(p *program, o op, where func(*graph.Tensor) (DevicePtr, e
 	case graph.OpAttention:
 		q, k, v, pos := n.Src[0], n.Src[1], n.Src[2], n.Src[3]
 		heads := n.IParams[0]
+		group, gerr := queryGroup(n)
+		if gerr != nil {
+			return l, gerr
+		}
 		if k.Type != v.Type || k.Nb[1] != v.Nb[1] {
 			return l, fmt.Errorf("cuda: attention: K and V caches differ in type or layout")
 		}
@@ -614,7 +710,7 @@ func (b *Backend) emit(p *program, o op, where func(*graph.Tensor) (DevicePtr, e
 		if nq := q.NRows(); nq > 4 && D == 64 && suf == "f32" && ld(q, 4)%4 == 0 && ld(k, 4)%4 == 0 {
 			name = "attn_tile_f32"
 			a.ptr(get(q)).i32(ld(q, 4)).ptr(get(k)).ptr(get(v)).i32(ld(k, 4)).i32(C).ptr(get(pos)).i32(nq).ptr(out).i32(ld(o.out, 4)).
-				f32(n.FParams[0]).ptr(b.status)
+				f32(n.FParams[0]).ptr(b.status).i32(group)
 			l.grid = Dim3{heads, (nq + 31) / 32, 1}
 			l.block = Dim3{256, 1, 1}
 			// The tensor-core form reads Q and writes the output 16 bytes at a time.
@@ -635,6 +731,7 @@ func (b *Backend) emit(p *program, o op, where func(*graph.Tensor) (DevicePtr, e
 		} else {
 			a.ptr(0).ptr(0).i32(0)
 		}
+		a.i32(group)
 		l.grid = Dim3{heads, q.NRows(), 1}
 		l.block = Dim3{128, 1, 1}
 		l.shm = (D + C + 128) * 4
@@ -660,6 +757,45 @@ func (b *Backend) emit(p *program, o op, where func(*graph.Tensor) (DevicePtr, e
 	return l, nil
 }
 
+// isRMS is 1 for an RMS norm, 0 for a layer norm (the rms flag of mvsln and mvd).
+func isRMS(n *graph.Tensor) int { return boolInt(n.Op == graph.OpRMSNorm) }
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// queryGroup returns how many query heads of attention node n share a key/value head (1 for
+// multi-head attention), checking that the heads divide evenly.
+func queryGroup(n *graph.Tensor) (int, error) {
+	heads, kv := n.IParams[0], n.IParams[1]
+	if kv == 0 {
+		kv = heads
+	}
+	if heads <= 0 || kv <= 0 || heads%kv != 0 || n.Src[0].Ne[0]%heads != 0 {
+		return 0, fmt.Errorf("cuda: %v: %d query heads over %d key/value heads of rows of %d", n.Op, heads, kv, n.Src[0].Ne[0])
+	}
+	D := n.Src[0].Ne[0] / heads
+	if n.Src[1].Ne[0] < kv*D {
+		return 0, fmt.Errorf("cuda: %v: cache rows of %d hold fewer than %d key/value heads of %d", n.Op, n.Src[1].Ne[0], kv, D)
+	}
+	return heads / kv, nil
+}
+
+// ropeFits checks that RoPE node n rotates no more pairs per head than the kernel's table of
+// angles holds (ROPE_MAXP in kernels.cu).
+func ropeFits(n *graph.Tensor) error {
+	if n.IParams[1]/2 > ropeMaxPairs {
+		return fmt.Errorf("cuda: rope of %d dimensions: the GPU kernel rotates at most %d", n.IParams[1], 2*ropeMaxPairs)
+	}
+	return nil
+}
+
+// ropeMaxPairs is ROPE_MAXP (kernels.cu).
+const ropeMaxPairs = 256
+
 // mvdLaunch sets up the decode mat-vec (mvd, kernels.cu) for a one-row product, with the layer
 // norm of its input fused when o.ln is set, and reports whether it applies. The grid gives
 // every lane one 32-element chunk where it can (WR warps per row for long rows) and has at
@@ -682,7 +818,7 @@ func (b *Backend) mvdLaunch(o op, a *args, l *launch, get func(*graph.Tensor) De
 	for rpb > 1 && (N+rpb-1)/rpb < 2*b.ctx.SMs {
 		rpb /= 2
 	}
-	ln, lnw, lnb, eps := 0, DevicePtr(0), DevicePtr(0), float32(0)
+	ln, lnw, lnb, eps, rms := 0, DevicePtr(0), DevicePtr(0), float32(0), 0
 	if o.ln != nil {
 		// every thread normalizes at most LN_MAXE elements of the row
 		for rpb*wr*32*lnMaxE < K && rpb*wr < 8 {
@@ -691,11 +827,11 @@ func (b *Backend) mvdLaunch(o op, a *args, l *launch, get func(*graph.Tensor) De
 		if rpb*wr*32*lnMaxE < K {
 			return false
 		}
-		ln, lnw, lnb, eps = 1, get(o.ln.Src[1]), get(o.ln.Src[2]), o.ln.FParams[0]
+		ln, lnw, lnb, eps, rms = 1, get(o.ln.Src[1]), get(o.ln.Src[2]), o.ln.FParams[0], isRMS(o.ln)
 		l.shm = (K + K/8) * 4
 	}
 	a.ptr(get(w)).i32(w.Nb[1]).ptr(get(x)).ptr(get(o.out)).i32(N).i32(K).ptr(get(o.bias)).ptr(get(o.res)).
-		i32(o.act).i32(wr).i32(ln).ptr(lnw).ptr(lnb).f32(eps)
+		i32(o.act).i32(wr).i32(ln).ptr(lnw).ptr(lnb).f32(eps).i32(rms)
 	l.block = Dim3{32 * wr * rpb, 1, 1}
 	l.grid = Dim3{(N + rpb - 1) / rpb, 1, 1}
 	return true

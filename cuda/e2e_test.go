@@ -4,6 +4,7 @@ package cuda_test
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"math"
 	"math/rand/v2"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/gorun-dev/gorun/cuda"
 	"github.com/gorun-dev/gorun/internal/fixtures"
+	"github.com/gorun-dev/gorun/internal/testmodel"
 	"github.com/gorun-dev/gorun/llm"
 )
 
@@ -172,6 +174,131 @@ func TestTinyFixtures(t *testing.T) {
 	}
 	if ran == 0 {
 		t.Skip("no tiny fixture present")
+	}
+}
+
+// The trained Llama fixture (llama-kjv-f16.gguf: RMSNorm, RoPE, SwiGLU, 4 query heads over 2
+// key/value heads, tied output) on the GPU: each of the 5 prompts' last-position logits within
+// 1e-3 (relative L2) of Hugging Face's and of the CPU backend's, the GPU's greedy 48 tokens
+// equal to Hugging Face's, and perplexity (llama-perplexity protocol, 8 x 512) within 0.02 of
+// the CPU's.
+func TestLlamaKJV(t *testing.T) {
+	g := openGPU(t)
+	path := fixtures.Path(t, "llama-kjv-f16.gguf")
+	var refs struct {
+		Prompts []struct {
+			Text     string  `json:"text"`
+			IDs      []int32 `json:"ids"`
+			Greedy48 []int32 `json:"greedy48"`
+		} `json:"prompts"`
+	}
+	readJSON(t, fixtures.Path(t, "llama_kjv_refs.json"), &refs)
+	raw, err := os.ReadFile(fixtures.Path(t, "llama_kjv_logits.f32"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kjv []int32
+	readJSON(t, fixtures.Path(t, "eval_kjv_ids.json"), &kjv)
+	p := loadPair(t, g, path)
+	V := p.gpu.Hparams().NVocab
+	if len(refs.Prompts) != 5 || len(raw) != 4*5*V {
+		t.Fatalf("references: %d prompts, %d bytes of logits", len(refs.Prompts), len(raw))
+	}
+	for i, pr := range refs.Prompts {
+		hf := make([]float32, V)
+		for j := range hf {
+			hf[j] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*(i*V+j):]))
+		}
+		rel, div, margin := p.greedy(t, pr.IDs, 48)
+		s, err := p.gpu.NewSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := s.Generate(context.Background(), pr.Text, llm.GenerateOptions{MaxTokens: 48, Sample: llm.SampleOptions{Temperature: 0, RepeatPenalty: 1}},
+			func(string) error { return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := s.Tokens()[len(pr.IDs):]
+		sg, err := p.gpu.NewSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		lg, err := sg.Eval(pr.IDs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		relHF := relL2(lg, hf)
+		t.Logf("prompt %d: logits rel L2 vs CPU %.3g, vs HF %.3g; greedy vs CPU: first difference at %d; %d tokens, HF's 48: %v",
+			i, rel, relHF, div, st.Tokens, slices.Equal(got, pr.Greedy48))
+		if rel > 1e-3 || relHF > 1e-3 {
+			t.Errorf("prompt %d %q: logits relative L2 error %.3g against the CPU's, %.3g against HF's (limit 1e-3)", i, pr.Text, rel, relHF)
+		}
+		if div >= 0 {
+			t.Errorf("prompt %d %q: greedy continuation differs from the CPU's at token %d (CPU top-2 margin %.4f)", i, pr.Text, div, margin)
+		}
+		if !slices.Equal(got, pr.Greedy48) {
+			t.Errorf("prompt %d %q: GPU greedy tokens\n got %v\nwant %v (Hugging Face)", i, pr.Text, got, pr.Greedy48)
+		}
+	}
+	var ppl [2]float64
+	for i, m := range []*llm.Model{p.cpu, p.gpu} {
+		s, err := m.NewSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := s.Perplexity(context.Background(), kjv, llm.PerplexityOptions{Chunk: 512})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ppl[i] = r.PPL
+	}
+	t.Logf("perplexity: cpu %.4f gpu %.4f (diff %.2g)", ppl[0], ppl[1], ppl[1]-ppl[0])
+	if math.Abs(ppl[1]-ppl[0]) > 0.02 || math.IsNaN(ppl[1]) {
+		t.Errorf("perplexity: GPU %.4f, CPU %.4f: more than 0.02 apart", ppl[1], ppl[0])
+	}
+}
+
+// Random tiny Llama-family models (testmodel presets: Llama with tied output and 2 query heads
+// per key/value head; untied with 4 per key/value head, Llama 3.1 frequency factors and
+// freq_base 500000; Qwen2 with Q/K/V biases and NeoX RoPE; head size 16, so the per-query
+// attention kernel): GPU vs CPU on a random prompt, last-position logits within 1e-4, and the
+// greedy continuation's first difference reported (random weights have near ties).
+func TestTinyLlamaShapes(t *testing.T) {
+	g := openGPU(t)
+	for _, name := range []string{"llama-tiny", "llama-tiny-untied", "qwen2-tiny"} {
+		t.Run(name, func(t *testing.T) {
+			c, err := testmodel.Preset(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(t.TempDir(), name+".gguf")
+			if err := testmodel.Write(path, c); err != nil {
+				t.Fatal(err)
+			}
+			p := loadPair(t, g, path)
+			rng := rand.New(rand.NewPCG(16, 16))
+			prompt := make([]int32, 20)
+			for i := range prompt {
+				prompt[i] = int32(rng.IntN(p.cpu.Hparams().NVocab))
+			}
+			rel, div, margin := p.greedy(t, prompt, 24)
+			t.Logf("logits rel L2 %.3g; greedy 24: first difference at %d (CPU top-2 margin %.4f)", rel, div, margin)
+			if rel > 1e-4 {
+				t.Errorf("logits relative L2 error %.3g > 1e-4", rel)
+			}
+		})
+	}
+}
+
+func readJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -107,12 +107,37 @@ __device__ __forceinline__ float gelu(float x) {
 	return 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x)));
 }
 
-// epilogue of a matrix product: + bias[n], then GELU (act 1), then + res[m][n]
+// silu(x) = x / (1 + exp(-x)) in double, rounded once (as the CPU's kernels.SwiGLU).
+__device__ __forceinline__ float silu(float x) {
+	double d = x;
+	return (float)(d / (1.0 + exp(-d)));
+}
+
+// glu is the SwiGLU of a gate/up pair whose other half is r: silu(r) * v (act 2: v is the up
+// half) or silu(v) * r (act 3: v is the gate half). Not inlined (unless GLU_INLINE): the double
+// exp would otherwise sit in every product kernel's epilogue (registers, code size).
+#ifdef GLU_INLINE
+__device__ __forceinline__
+#else
+__device__ __noinline__
+#endif
+float glu(float v, float r, int act) {
+	return act == 2 ? silu(r) * v : silu(v) * r;
+}
+
+// The last step of an epilogue, with r the element of the second operand res (has: res is
+// given): + r (act 0, 1), or the SwiGLU with r (act 2, 3: glu).
+__device__ __forceinline__ float fin(float v, float r, bool has, int act) {
+	if (act >= 2) return glu(v, r, act);
+	return has ? r + v : v;
+}
+
+// epilogue of a matrix product: + bias[n], then GELU (act 1), then + res[m][n] or the SwiGLU
+// with res (act 2, 3; fin)
 __device__ __forceinline__ float epi(float v, int n, int m, const float *bias, const float *res, int ldres, int act) {
 	if (bias) v += bias[n];
 	if (act == 1) v = gelu(v);
-	if (res) v = res[(size_t)m * ldres + n] + v;
-	return v;
+	return fin(v, res ? res[(size_t)m * ldres + n] : 0.0f, res != nullptr, act);
 }
 
 __device__ __forceinline__ float warp_sum(float v) {
@@ -556,7 +581,7 @@ __device__ __forceinline__ void block_sum2(double &a, double &b, double *red) {
 // norm's weight and bias are loaded with the row, not after the reduction. The caller
 // synchronizes before reading xs.
 __device__ __forceinline__ void norm_row(const float *__restrict__ X, int K, const float *__restrict__ lnw,
-		const float *__restrict__ lnb, float eps, float *xs, double *red) {
+		const float *__restrict__ lnb, float eps, float *xs, double *red, int rms) {
 	int tid = threadIdx.x, bd = blockDim.x;
 	float v[LN_MAXE], gw[LN_MAXE], gb[LN_MAXE];
 	double s = 0, q = 0;
@@ -571,11 +596,13 @@ __device__ __forceinline__ void norm_row(const float *__restrict__ X, int K, con
 	for (int i = 0; i < LN_MAXE; i++) s += v[i], q += (double)v[i] * v[i];
 	block_sum2(s, q, red);
 	double mean = s / K, rstd = 1.0 / sqrt(max(q / K - mean * mean, 0.0) + (double)eps);
+	// RMS norm (rms_norm's arithmetic): the scale rounded to float once, x * scale * w in float
+	float rscale = (float)(1.0 / sqrt(q / K + (double)eps));
 #pragma unroll
 	for (int i = 0; i < LN_MAXE; i++) {
 		int k = tid + i * bd;
 		if (k < K) {
-			float o = (float)(((double)v[i] - mean) * rstd);
+			float o = rms ? v[i] * rscale : (float)(((double)v[i] - mean) * rstd);
 			if (lnw) o *= gw[i];
 			if (lnb) o += gb[i];
 			xs[k + (k >> 5) * 4] = o;
@@ -586,7 +613,7 @@ __device__ __forceinline__ void norm_row(const float *__restrict__ X, int K, con
 template <int T>
 __device__ __forceinline__ void mvsln_body(const uint8_t *__restrict__ W, int wrow, const float *__restrict__ X,
 		float *__restrict__ Y, int N, int K, const float *bias, const float *res, int act, int wstride,
-		const float *lnw, const float *lnb, float eps) {
+		const float *lnw, const float *lnb, float eps, int rms) {
 	extern __shared__ __align__(16) uint8_t stage[];
 	__shared__ double red2[64];
 	int tid = threadIdx.x, wid = tid >> 5, lane = tid & 31, bd = blockDim.x;
@@ -604,7 +631,7 @@ __device__ __forceinline__ void mvsln_body(const uint8_t *__restrict__ W, int wr
 		const uint8_t *g = W + (size_t)n * wrow;
 		stage_rows(st, g, wrow, lane);
 	}
-	norm_row(X, K, lnw, lnb, eps, xs, red2);
+	norm_row(X, K, lnw, lnb, eps, xs, red2, rms);
 	__syncthreads();
 	if (!active) return;
 	float acc = 0.0f;
@@ -613,7 +640,7 @@ __device__ __forceinline__ void mvsln_body(const uint8_t *__restrict__ W, int wr
 	if (lane == 0) {
 		float v = acc + bv;
 		if (act == 1) v = gelu(v);
-		Y[n] = res ? rv + v : v;
+		Y[n] = fin(v, rv, res != nullptr, act);
 	}
 }
 
@@ -688,7 +715,7 @@ __device__ __forceinline__ void mvsp_body(const uint8_t *__restrict__ W, int wro
 template <int T>
 __device__ __forceinline__ void mvd_body(const uint8_t *__restrict__ W, int wrow, const float *__restrict__ X,
 		float *__restrict__ Y, int N, int K, const float *__restrict__ bias, const float *__restrict__ res, int act,
-		int WR, int ln, const float *__restrict__ lnw, const float *__restrict__ lnb, float eps) {
+		int WR, int ln, const float *__restrict__ lnw, const float *__restrict__ lnb, float eps, int rms) {
 	extern __shared__ __align__(16) float xs[]; // with ln: K + K/8 floats
 	__shared__ float part[32];
 	__shared__ double red[64];
@@ -706,7 +733,7 @@ __device__ __forceinline__ void mvd_body(const uint8_t *__restrict__ W, int wrow
 	const uint8_t *row = W + (size_t)(active ? n : 0) * wrow;
 	bool has = active && c < c1;
 	if (ln) {
-		norm_row(X, K, lnw, lnb, eps, xs, red);
+		norm_row(X, K, lnw, lnb, eps, xs, red, rms);
 		__syncthreads();
 	}
 	float acc = 0.0f;
@@ -721,7 +748,7 @@ __device__ __forceinline__ void mvd_body(const uint8_t *__restrict__ W, int wrow
 	if (head) {
 		float v = acc + bv;
 		if (act == 1) v = gelu(v);
-		Y[n] = res ? rv + v : v;
+		Y[n] = fin(v, rv, res != nullptr, act);
 	}
 }
 
@@ -1119,13 +1146,13 @@ __device__ __forceinline__ void embed_body(const uint8_t *__restrict__ table, in
 	}                                                                                                          \
 	extern "C" __global__ void __launch_bounds__(256) mvsln_##name(const uint8_t *W, int wrow, const float *X,  \
 			float *Y, int N, int K, const float *bias, const float *res, int act, int wstride, const float *lnw, \
-			const float *lnb, float eps) {                                                                     \
-		mvsln_body<T>(W, wrow, X, Y, N, K, bias, res, act, wstride, lnw, lnb, eps);                            \
+			const float *lnb, float eps, int rms) {                                                            \
+		mvsln_body<T>(W, wrow, X, Y, N, K, bias, res, act, wstride, lnw, lnb, eps, rms);                       \
 	}                                                                                                          \
 	extern "C" __global__ void __launch_bounds__(256) mvd_##name(const uint8_t *W, int wrow, const float *X,    \
 			float *Y, int N, int K, const float *bias, const float *res, int act, int WR, int ln,               \
-			const float *lnw, const float *lnb, float eps) {                                                   \
-		mvd_body<T>(W, wrow, X, Y, N, K, bias, res, act, WR, ln, lnw, lnb, eps);                               \
+			const float *lnw, const float *lnb, float eps, int rms) {                                          \
+		mvd_body<T>(W, wrow, X, Y, N, K, bias, res, act, WR, ln, lnw, lnb, eps, rms);                          \
 	}                                                                                                          \
 	extern "C" __global__ void __launch_bounds__(256) mvsp_##name(const uint8_t *W, int wrow, const float *X,   \
 			float *Y, int N, int K, const float *bias, const float *res, int act, int R, int wstride, int u) {   \
@@ -1269,6 +1296,78 @@ extern "C" __global__ void __launch_bounds__(256) layer_norm(const float *X, int
 	}
 }
 
+// ---- the Llama family: RMS norm, RoPE, SwiGLU ----
+
+// rms_norm: one block (256 threads) per row, as the CPU's kernels.RMSNorm: the sum of squares
+// in double, the scale 1/sqrt(mean + eps) rounded to float once, then x * scale [* w] in float.
+extern "C" __global__ void __launch_bounds__(256) rms_norm(const float *X, int ldx, float *Y, int ldy, int K,
+		const float *w, float eps) {
+	__shared__ double red[32];
+	const float *x = X + (size_t)blockIdx.x * ldx;
+	float *y = Y + (size_t)blockIdx.x * ldy;
+	int tid = threadIdx.x, bd = blockDim.x;
+	double s = 0;
+	for (int k = tid; k < K; k += bd) {
+		double v = x[k];
+		s += v * v;
+	}
+	float scale = (float)(1.0 / sqrt(block_sum(s, red) / K + (double)eps));
+	for (int k = tid; k < K; k += bd) {
+		float o = x[k] * scale;
+		if (w) o = o * w[k];
+		y[k] = o;
+	}
+}
+
+// ROPE_MAXP is the most rotated pairs per head rope takes (its table of angles).
+#define ROPE_MAXP 256
+
+// rope: one block per row of E values (heads of hd), rotated by the row's position pos[r]: the
+// first dims values of every head in pairs (2i, 2i+1) (normal mode) or (i, i + dims/2) (neox),
+// by the angle pos * fscale * base^(-2i/dims) / factors[i], the rest copied. As the CPU's
+// kernels.RopeFreqs/RopeAngles: the angle in double, its cosine and sine rounded to float once;
+// the rotation in float without fused multiply-adds (the CPU's Go rounds every product).
+extern "C" __global__ void __launch_bounds__(256) rope(const float *X, int ldx, float *Y, int ldy, int E,
+		const int *pos, int hd, int dims, int neox, float base, float fscale, const float *factors) {
+	__shared__ float cs[2 * ROPE_MAXP];
+	int r = blockIdx.x, half = dims / 2;
+	double p = (double)pos[r];
+	for (int i = threadIdx.x; i < half; i += blockDim.x) {
+		double f = (double)fscale * pow((double)base, -(double)(2 * i) / (double)dims);
+		if (factors) f /= (double)factors[i];
+		double sn, c;
+		sincos(p * f, &sn, &c);
+		cs[2 * i] = (float)c, cs[2 * i + 1] = (float)sn;
+	}
+	__syncthreads();
+	const float *x = X + (size_t)r * ldx;
+	float *y = Y + (size_t)r * ldy;
+	for (int e = threadIdx.x; e < E; e += blockDim.x) {
+		int d = e % hd, h0 = e - d;
+		if (d >= dims) {
+			y[e] = x[e];
+			continue;
+		}
+		int i, a, b; // the pair: angle i, first and second element of the head
+		if (neox) {
+			i = d < half ? d : d - half, a = i, b = i + half;
+		} else {
+			i = d >> 1, a = 2 * i, b = a + 1;
+		}
+		float c = cs[2 * i], sn = cs[2 * i + 1], x0 = x[h0 + a], x1 = x[h0 + b];
+		y[e] = d == a ? __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, sn)) : __fadd_rn(__fmul_rn(x0, sn), __fmul_rn(x1, c));
+	}
+}
+
+// swiglu: Y = silu(G) * U elementwise (rows of K).
+extern "C" __global__ void swiglu(const float *G, int ldg, const float *U, int ldu, float *Y, int ldy, int K, int rows) {
+	size_t total = (size_t)K * rows;
+	for (size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += (size_t)gridDim.x * blockDim.x) {
+		int r = (int)(idx / K), c = (int)(idx % K);
+		Y[(size_t)r * ldy + c] = silu(G[(size_t)r * ldg + c]) * U[(size_t)r * ldu + c];
+	}
+}
+
 // ---- KV cache ----
 
 __device__ __forceinline__ float ldc(const float *p) { return *p; }
@@ -1304,12 +1403,15 @@ extern "C" __global__ void store_kv2_f32(float *kc, float *vc, int ldc_, int C, 
 }
 
 // attention: one block (128 threads) per (head, query row). Scores of the query against cache
-// rows 0..p live in shared memory (dynamic: D + C + 128 floats).
+// rows 0..p live in shared memory (dynamic: D + C + 128 floats). Grouped-query attention: group
+// query heads share a key/value head, so head h reads key/value head h / group (cache and new
+// rows hold the key/value heads only).
 template <typename CT>
 __device__ __forceinline__ void attention_body(const float *Q, int ldq, CT *Kc, CT *Vc, int ldc_, int C,
-		const int *pos, float *O, int ldo, int D, float scale, unsigned *status, const float *Knew, const float *Vnew, int ldnew) {
+		const int *pos, float *O, int ldo, int D, float scale, unsigned *status, const float *Knew, const float *Vnew, int ldnew,
+		int group) {
 	extern __shared__ float sm[];
-	int h = blockIdx.x, i = blockIdx.y;
+	int h = blockIdx.x, i = blockIdx.y, kvo = (h / group) * D;
 	int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5, nw = blockDim.x >> 5;
 	int p = pos[i];
 	if (p < 0 || p >= C) {
@@ -1318,14 +1420,16 @@ __device__ __forceinline__ void attention_body(const float *Q, int ldq, CT *Kc, 
 	}
 	float *q = sm, *scores = sm + D, *red = sm + D + C;
 	if (Knew) { // the store of this (single) query's K and V rows, fused in: this head's slice
+		// (with grouped queries the group's blocks all store the same values of their shared
+		// slice, so each reads it back after its own store, whichever block's store lands last)
 		for (int d = tid; d < D; d += blockDim.x) {
-			stc(Kc + (size_t)p * ldc_ + h * D + d, Knew[(size_t)i * ldnew + h * D + d]);
-			stc(Vc + (size_t)p * ldc_ + h * D + d, Vnew[(size_t)i * ldnew + h * D + d]);
+			stc(Kc + (size_t)p * ldc_ + kvo + d, Knew[(size_t)i * ldnew + kvo + d]);
+			stc(Vc + (size_t)p * ldc_ + kvo + d, Vnew[(size_t)i * ldnew + kvo + d]);
 		}
 	}
 	for (int d = tid; d < D; d += blockDim.x) q[d] = Q[(size_t)i * ldq + h * D + d];
 	__syncthreads();
-	const CT *kh = Kc + h * D, *vh = Vc + h * D;
+	const CT *kh = Kc + kvo, *vh = Vc + kvo;
 	// One thread per key: the query is in shared memory (every thread reads the same element at
 	// once), each thread walks its key row with wide loads.
 	if (sizeof(CT) == 4 && (D & 3) == 0 && (ldc_ & 3) == 0) {
@@ -1398,13 +1502,13 @@ __device__ __forceinline__ void attention_body(const float *Q, int ldq, CT *Kc, 
 
 extern "C" __global__ void __launch_bounds__(128) attention_f32(const float *Q, int ldq, float *Kc, float *Vc,
 		int ldc_, int C, const int *pos, float *O, int ldo, int D, float scale, unsigned *status, const float *Knew,
-		const float *Vnew, int ldnew) {
-	attention_body(Q, ldq, Kc, Vc, ldc_, C, pos, O, ldo, D, scale, status, Knew, Vnew, ldnew);
+		const float *Vnew, int ldnew, int group) {
+	attention_body(Q, ldq, Kc, Vc, ldc_, C, pos, O, ldo, D, scale, status, Knew, Vnew, ldnew, group);
 }
 extern "C" __global__ void __launch_bounds__(128) attention_f16(const float *Q, int ldq, __half *Kc, __half *Vc,
 		int ldc_, int C, const int *pos, float *O, int ldo, int D, float scale, unsigned *status, const float *Knew,
-		const float *Vnew, int ldnew) {
-	attention_body(Q, ldq, Kc, Vc, ldc_, C, pos, O, ldo, D, scale, status, Knew, Vnew, ldnew);
+		const float *Vnew, int ldnew, int group) {
+	attention_body(Q, ldq, Kc, Vc, ldc_, C, pos, O, ldo, D, scale, status, Knew, Vnew, ldnew, group);
 }
 
 // attn_tile_f32: attention for prompt batches, head size 64, f32 caches. A block takes 32
@@ -1416,7 +1520,7 @@ extern "C" __global__ void __launch_bounds__(128) attention_f16(const float *Q, 
 #define AK 32
 #define AD 64
 extern "C" __global__ void __launch_bounds__(256) attn_tile_f32(const float *Q, int ldq, const float *Kc, const float *Vc,
-		int ldc_, int C, const int *pos, int nq, float *O, int ldo, float scale, unsigned *status) {
+		int ldc_, int C, const int *pos, int nq, float *O, int ldo, float scale, unsigned *status, int group) {
 	__shared__ float Qs[AQ][AD + 1];
 	__shared__ float Ks[AK][AD + 1];
 	__shared__ __align__(16) float Vs[AK][AD];
@@ -1447,7 +1551,7 @@ extern "C" __global__ void __launch_bounds__(256) attn_tile_f32(const float *Q, 
 	float m = -1e30f, l = 0.0f, acc[8];
 #pragma unroll
 	for (int e = 0; e < 8; e++) acc[e] = 0.0f;
-	const float *kh = Kc + h * AD, *vh = Vc + h * AD;
+	const float *kh = Kc + (h / group) * AD, *vh = Vc + (h / group) * AD; // grouped queries: h's key/value head
 	for (int j0 = 0; j0 <= last; j0 += AK) {
 		{ // load the K and V tiles: row tid/8, 8 elements each
 			int r = tid >> 3, c = (tid & 7) * 8, j = j0 + r;
@@ -1530,7 +1634,7 @@ __device__ __forceinline__ void attn_ld16(const float *src, float *r) {
 }
 
 extern "C" __global__ void __launch_bounds__(128) attn_mma_f32(const float *Q, int ldq, const float *Kc, const float *Vc,
-		int ldc_, int C, const int *pos, int nq, float *O, int ldo, float scale, unsigned *status) {
+		int ldc_, int C, const int *pos, int nq, float *O, int ldo, float scale, unsigned *status, int group) {
 	using namespace nvcuda;
 	__shared__ __align__(32) __half Qh[AQ][AL], Ql[AQ][AL], Kh[AK][AL], Kl[AK][AL], Vh[AK][AL], Vl[AK][AL];
 	__shared__ __align__(32) __half Ph[AQ][PL], Pl[AQ][PL];
@@ -1564,7 +1668,7 @@ extern "C" __global__ void __launch_bounds__(128) attn_mma_f32(const float *Q, i
 	mh_split(r, 16, &Qh[row][16 * q4], &Ql[row][16 * q4]);
 	__syncthreads();
 	int last = maxp;
-	const float *kh = Kc + h * AD, *vh = Vc + h * AD;
+	const float *kh = Kc + (h / group) * AD, *vh = Vc + (h / group) * AD; // grouped queries: h's key/value head
 	float kr[16], vr[16];
 	// tile loads: thread t takes key row t/4, dimensions 16 * (t%4) ..
 	auto fetch = [&](int j0) {

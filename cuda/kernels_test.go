@@ -542,3 +542,178 @@ func TestEmbeddedPTX(t *testing.T) {
 		t.Fatalf("embedded kernels are not PTX (%d bytes)", len(ptx))
 	}
 }
+
+// The Llama family's ops.
+
+// RMS norm rows (with and without a weight, a view of rows, rows longer than the fused
+// kernel's registers hold), alone and in front of products: one-row products normalize the
+// row themselves (mvsln, here three products sharing one norm as Llama's Q, K and V do), batches
+// take the rms_norm launch.
+func TestRMSNorm(t *testing.T) {
+	g := gpu(t)
+	rng := rand.New(rand.NewPCG(16, 1))
+	for _, K := range []int{64, 300, 2048, 2500} {
+		const M = 5
+		x, w := randF32(rng, K*M, 3), randF32(rng, K, 1)
+		t.Run(fmt.Sprintf("K=%d", K), func(t *testing.T) {
+			compare(t, g, 1e-6, func(e *env) *graph.Tensor {
+				return e.ctx.RMSNorm(e.inputF32("x", x, K, M), e.weight("w", quant.F32, quant.F32Bytes(w), K), 1e-5)
+			})
+		})
+		t.Run(fmt.Sprintf("K=%d/plain_rows", K), func(t *testing.T) {
+			compare(t, g, 1e-6, func(e *env) *graph.Tensor {
+				return e.ctx.RMSNorm(e.ctx.Rows(e.inputF32("x", x, K, M), 1, 3), nil, 1e-6)
+			})
+		})
+	}
+	// Q, K and V products of one norm, added up (the residual fusion: each product's epilogue
+	// adds the sum so far).
+	const K, N = 512, 256
+	lw := randF32(rng, K, 1)
+	for _, typ := range []quant.Type{quant.Q4_0, quant.Q8_0, quant.F16, quant.Q4_K} {
+		wq, wk, wv := quantized(t, rng, typ, K, N), quantized(t, rng, typ, K, N), quantized(t, rng, typ, K, N)
+		for _, M := range []int{1, 3, 20} {
+			x := randF32(rng, K*M, 2)
+			t.Run(fmt.Sprintf("qkv_%v/M=%d", typ, M), func(t *testing.T) {
+				compare(t, g, 2e-5, func(e *env) *graph.Tensor {
+					h := e.ctx.RMSNorm(e.inputF32("x", x, K, M), e.weight("lw", quant.F32, quant.F32Bytes(lw), K), 1e-5)
+					q := e.ctx.MulMat(e.weight("wq", typ, wq, K, N), h)
+					k := e.ctx.MulMat(e.weight("wk", typ, wk, K, N), h)
+					v := e.ctx.MulMat(e.weight("wv", typ, wv, K, N), h)
+					return e.ctx.Add(e.ctx.Add(q, k), v)
+				})
+			})
+		}
+	}
+}
+
+// RoPE in both modes, head sizes 64 and 128, every dimension or part of each head rotated,
+// with and without frequency factors and linear scaling, at positions up to 100000; the input
+// a view (rows of a wider tensor), as a Q slice of fused rows would be.
+func TestRoPE(t *testing.T) {
+	g := gpu(t)
+	rng := rand.New(rand.NewPCG(16, 2))
+	const heads, M = 3, 7
+	pos := []int32{0, 1, 17, 511, 4095, 31000, 100000}
+	for _, hd := range []int{64, 128} {
+		for _, mode := range []int{graph.RopeNormal, graph.RopeNeoX} {
+			for _, c := range []struct {
+				name    string
+				dims    int
+				scale   float32
+				factors bool
+			}{{"full", hd, 1, false}, {"half_dims", hd / 2, 1, false}, {"factors_scaled", hd, 0.25, true}} {
+				E := heads * hd
+				x := randF32(rng, 2*E*M, 1)
+				fac := make([]float32, c.dims/2)
+				for i := range fac {
+					fac[i] = 1 + 7*rng.Float32()
+				}
+				t.Run(fmt.Sprintf("hd=%d/mode=%d/%s", hd, mode, c.name), func(t *testing.T) {
+					compare(t, g, 1e-6, func(e *env) *graph.Tensor {
+						wide := e.inputF32("x", x, 2*E, M)
+						r := graph.Rope{HeadDim: hd, Dims: c.dims, Mode: mode, FreqBase: 500000, FreqScale: c.scale}
+						if c.factors {
+							r.Factors = e.weight("f", quant.F32, quant.F32Bytes(fac), c.dims/2)
+						}
+						return e.ctx.RoPE(e.ctx.View2D(wide, E, M, wide.Nb[1], 4*E), e.inputI32("pos", pos), r)
+					})
+				})
+			}
+		}
+	}
+}
+
+// SwiGLU alone, and of gate and up products (fused into the epilogue of the later product:
+// one-row, few-row and tiled, with and without split K), then the down product adding the
+// residual.
+func TestSwiGLU(t *testing.T) {
+	g := gpu(t)
+	rng := rand.New(rand.NewPCG(16, 3))
+	const K, M = 300, 6
+	a, b := randF32(rng, K*M, 3), randF32(rng, K*M, 1)
+	t.Run("alone", func(t *testing.T) {
+		compare(t, g, 1e-6, func(e *env) *graph.Tensor { return e.ctx.SwiGLU(e.inputF32("a", a, K, M), e.inputF32("b", b, K, M)) })
+	})
+	const E, F = 256, 512
+	for _, typ := range []quant.Type{quant.Q4_0, quant.Q8_0, quant.F16} {
+		wg, wu, wd := quantized(t, rng, typ, E, F), quantized(t, rng, typ, E, F), quantized(t, rng, typ, F, E)
+		for _, M := range []int{1, 4, 40, 300} {
+			x := randF32(rng, E*M, 1)
+			for _, upFirst := range []bool{false, true} {
+				t.Run(fmt.Sprintf("ffn_%v/M=%d/up_first=%v", typ, M, upFirst), func(t *testing.T) {
+					compare(t, g, 2e-5, func(e *env) *graph.Tensor {
+						h := e.inputF32("x", x, E, M)
+						var gate, up *graph.Tensor
+						if upFirst { // the product computed later is the gate (act 3)
+							up = e.ctx.MulMat(e.weight("wu", typ, wu, E, F), h)
+							gate = e.ctx.MulMat(e.weight("wg", typ, wg, E, F), h)
+						} else {
+							gate = e.ctx.MulMat(e.weight("wg", typ, wg, E, F), h)
+							up = e.ctx.MulMat(e.weight("wu", typ, wu, E, F), h)
+						}
+						return e.ctx.Add(h, e.ctx.MulMat(e.weight("wd", typ, wd, F, E), e.ctx.SwiGLU(gate, up)))
+					})
+				})
+			}
+		}
+	}
+}
+
+// Grouped-query attention: heads/kvHeads = 1, 2, 4, head sizes 64 (the tiled prompt kernels)
+// and 128 (the per-query kernel), f32 and f16 caches; a prompt batch, decode steps (with the
+// K/V store fused into the attention) and a second batch, the cache carried between graphs;
+// queries, keys and values from separate products (separate inputs here).
+func TestAttentionGQA(t *testing.T) {
+	for _, hd := range []int{64, 128} {
+		for _, group := range []int{1, 2, 4} {
+			for _, ct := range []quant.Type{quant.F32, quant.F16} {
+				t.Run(fmt.Sprintf("hd=%d/group=%d/%v", hd, group, ct), func(t *testing.T) {
+					testAttentionGQA(t, hd, 4, 4/group, ct, 160, []int{45, 1, 1, 37})
+				})
+			}
+		}
+	}
+}
+
+func testAttentionGQA(t *testing.T, hd, heads, kvHeads int, ct quant.Type, C int, sizes []int) {
+	g := gpu(t)
+	c := cpu.New(2)
+	defer c.Close()
+	E, KV := heads*hd, kvHeads*hd
+	rng := rand.New(rand.NewPCG(uint64(hd), uint64(kvHeads)))
+	type step struct {
+		q, k, v []float32
+		pos     []int32
+	}
+	var steps []step
+	next := 0
+	for _, n := range sizes {
+		pos := make([]int32, n)
+		for i := range pos {
+			pos[i] = int32(next + i)
+		}
+		next += n
+		steps = append(steps, step{randF32(rng, E*n, 1), randF32(rng, KV*n, 1), randF32(rng, KV*n, 1), pos})
+	}
+	results := map[graph.Backend][][]float32{}
+	for _, be := range []graph.Backend{c, g} {
+		e := &env{be: be, ctx: graph.NewContext(64), t: t}
+		kc, vc := e.cache("k", ct, KV, C), e.cache("v", ct, KV, C)
+		for _, s := range steps {
+			n := len(s.pos)
+			got, err := run(t, be, 1, func(e2 *env) *graph.Tensor {
+				pos := e2.inputI32("pos", s.pos)
+				q, k, v := e2.inputF32("q", s.q, E, n), e2.inputF32("k", s.k, KV, n), e2.inputF32("v", s.v, KV, n)
+				return e2.ctx.AttentionGQA(q, e2.ctx.StoreKV(kc, k, pos), e2.ctx.StoreKV(vc, v, pos), pos, heads, kvHeads, 0.125)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			results[be] = append(results[be], got)
+		}
+	}
+	for i := range steps {
+		checkClose(t, results[g][i], results[c][i], 1e-5)
+	}
+}

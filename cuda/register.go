@@ -44,8 +44,14 @@ func supports(n *graph.Tensor) error {
 	case graph.OpStoreKV:
 		return cacheType(n.Op, n.Src[0])
 	case graph.OpAttention:
+		if _, err := queryGroup(n); err != nil {
+			return err
+		}
 		return cacheType(n.Op, n.Src[1])
-	case graph.OpNone, graph.OpView, graph.OpAdd, graph.OpMul, graph.OpGELU, graph.OpScale, graph.OpCopy, graph.OpLayerNorm:
+	case graph.OpRoPE:
+		return ropeFits(n)
+	case graph.OpNone, graph.OpView, graph.OpAdd, graph.OpMul, graph.OpGELU, graph.OpScale, graph.OpCopy, graph.OpLayerNorm,
+		graph.OpRMSNorm, graph.OpSwiGLU:
 	default:
 		return fmt.Errorf("cuda: op %v is not supported", n.Op)
 	}
