@@ -20,13 +20,16 @@ import (
 const quantizeSynopsis = `gorun quantize IN.gguf OUT.gguf TYPE [options]: write a quantized copy of a model
 
 TYPE is a llama-quantize recipe: %s.
-Matrices get TYPE; vectors (biases, norms) and position embeddings stay as they are (F32);
-in the quantized recipes output.weight gets Q6_K (Q8_0 for q8_0); q4_k_m gives attn_qkv Q5_K and
-ffn_down Q6_K in the first and last eighth of the layers and every third layer between (q5_k_m:
-Q6_K for both), q4_k_s gives ffn_down of the first eighth Q5_K. q4_k and q5_k are llama-quantize's
-aliases of q4_k_m and q5_k_m; --pure gives every matrix the one type. Rows whose length is not a
-whole number of the type's blocks fall back (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, else F16),
-and the tool says so.
+Each tensor gets the type llama-quantize gives it: matrices get TYPE; vectors (biases, norms),
+position embeddings and expert routers stay as they are (F32); in the quantized recipes
+output.weight (or a tied token_embd.weight) gets Q6_K (Q8_0 for q8_0); q4_k_m and q5_k_m give
+attn_v and ffn_down Q6_K in the first and last eighth of the layers and every third layer
+between, and attn_qkv Q5_K (q5_k_m: Q6_K); q4_k_s gives attn_v of the first 4 layers and ffn_down
+of the first eighth Q5_K; the q3_k and q2_k recipes raise attn_v, ffn_down and attn_output (q2_k's
+attn_v by the model's query heads per KV head); 70B-sized and 8-expert models get llama-quantize's
+extra bits too. q3_k, q4_k and q5_k are llama-quantize's aliases of q3_k_m, q4_k_m and q5_k_m;
+--pure gives every matrix the one type. Rows whose length is not a whole number of the type's
+blocks fall back (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, else F16), and the tool says so.
 gorun's quantizers choose scales and rounding to minimize each block's error (weighted by
 activation statistics with --calib); the files keep ggml's exact formats, so llama.cpp loads them.
 --reference gives llama.cpp's own bytes instead.

@@ -20,6 +20,10 @@ const (
 	FileQ8_0   FileType = 7
 	FileQ5_0   FileType = 8
 	FileQ5_1   FileType = 9
+	FileQ2_K   FileType = 10
+	FileQ3_K_S FileType = 11
+	FileQ3_K_M FileType = 12
+	FileQ3_K_L FileType = 13
 	FileQ4_K_S FileType = 14
 	FileQ4_K_M FileType = 15
 	FileQ5_K_S FileType = 16
@@ -28,7 +32,9 @@ const (
 	FileBF16   FileType = 32
 )
 
-// fileTypes lists the recipes gorun can make: llama-quantize's name and the type most tensors get.
+// fileTypes lists the recipes gorun can make: llama-quantize's name and the type most tensors
+// get. Q2_K_S and the IQ recipes are left out: llama-quantize refuses them without an
+// importance matrix, and gorun's Q2_K quantizer takes none (nor has gorun IQ quantizers).
 var fileTypes = []struct {
 	ft   FileType
 	name string
@@ -43,15 +49,19 @@ var fileTypes = []struct {
 	{FileQ4_1, "Q4_1", quant.Q4_1, "5.00 bpw; output.weight Q6_K"},
 	{FileQ5_0, "Q5_0", quant.Q5_0, "5.50 bpw; output.weight Q6_K"},
 	{FileQ5_1, "Q5_1", quant.Q5_1, "6.00 bpw; output.weight Q6_K"},
-	{FileQ4_K_S, "Q4_K_S", quant.Q4_K, "Q4_K; ffn_down of the first 1/8 of layers Q5_K; output.weight Q6_K"},
-	{FileQ4_K_M, "Q4_K_M", quant.Q4_K, "Q4_K; attn_qkv Q5_K; ffn_down Q6_K in about half the layers; output.weight Q6_K"},
+	{FileQ2_K, "Q2_K", quant.Q2_K, "Q2_K; attn_v Q3_K (Q4_K with 4 or more query heads per KV head); ffn_down and attn_output Q3_K; output.weight Q6_K"},
+	{FileQ3_K_S, "Q3_K_S", quant.Q3_K, "Q3_K; output.weight Q6_K"},
+	{FileQ3_K_M, "Q3_K_M", quant.Q3_K, "Q3_K; attn_v Q5_K in the first 2 layers, else Q4_K; ffn_down Q5_K in the first 1/16 of layers, else Q4_K; attn_output and attn_qkv Q4_K; output.weight Q6_K"},
+	{FileQ3_K_L, "Q3_K_L", quant.Q3_K, "Q3_K; attn_v, ffn_down and attn_output Q5_K; attn_qkv Q4_K; output.weight Q6_K"},
+	{FileQ4_K_S, "Q4_K_S", quant.Q4_K, "Q4_K; attn_v of the first 4 layers and ffn_down of the first 1/8 Q5_K; output.weight Q6_K"},
+	{FileQ4_K_M, "Q4_K_M", quant.Q4_K, "Q4_K; attn_qkv Q5_K; attn_v and ffn_down Q6_K in about half the layers; output.weight Q6_K"},
 	{FileQ5_K_S, "Q5_K_S", quant.Q5_K, "Q5_K; output.weight Q6_K"},
-	{FileQ5_K_M, "Q5_K_M", quant.Q5_K, "Q5_K; attn_qkv Q6_K; ffn_down Q6_K in about half the layers; output.weight Q6_K"},
+	{FileQ5_K_M, "Q5_K_M", quant.Q5_K, "Q5_K; attn_qkv Q6_K; attn_v and ffn_down Q6_K in about half the layers; output.weight Q6_K"},
 	{FileQ6_K, "Q6_K", quant.Q6_K, "6.56 bpw"},
 }
 
 // fileTypeAliases are llama-quantize's other names for a recipe.
-var fileTypeAliases = map[string]FileType{"Q4_K": FileQ4_K_M, "Q5_K": FileQ5_K_M}
+var fileTypeAliases = map[string]FileType{"Q3_K": FileQ3_K_M, "Q4_K": FileQ4_K_M, "Q5_K": FileQ5_K_M}
 
 // ParseFileType finds a recipe by llama-quantize's name, ignoring case ("q4_k_m", "Q8_0").
 func ParseFileType(name string) (FileType, error) {

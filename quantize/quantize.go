@@ -142,8 +142,8 @@ func refuseSameFile(in, out string) error {
 }
 
 // planQuantization copies the metadata, sets the recipe's keys, and decides every tensor's type.
-// Tensors are written in llama-quantize's order (by layer, then name); order maps each output
-// tensor to its index in f.
+// Tensors are written in llama-quantize's order (by layer, then name), which is also the order
+// its rules count tensors in; order maps each output tensor to its index in f.
 func planQuantization(f *gguf.File, opts Options) (w *gguf.Writer, order []int, plans []TensorPlan, err error) {
 	w = gguf.NewWriter()
 	if f.Alignment != gguf.DefaultAlignment {
@@ -166,27 +166,21 @@ func planQuantization(f *gguf.File, opts Options) (w *gguf.Writer, order []int, 
 	if err := w.Set("general.file_type", uint32(opts.FileType)); err != nil {
 		return nil, nil, nil, err
 	}
-	info := MixInfo{HasOutput: f.Tensor("output.weight") != nil, Pure: opts.Pure}
-	if arch, err := f.String("general.architecture"); err == nil {
-		if n, err := f.Uint(arch + ".block_count"); err == nil && n < 1<<16 {
-			info.NLayer = int(n)
-		}
-	}
+	info := MixInfoOf(f)
+	info.Pure, info.HasImportance = opts.Pure, opts.Importance != nil
+	mixer := NewMixer(opts.FileType, info)
 	order = make([]int, len(f.Tensors))
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortStableFunc(order, func(a, b int) int {
-		na, nb := f.Tensors[a].Name, f.Tensors[b].Name
-		if la, lb := LayerOf(na), LayerOf(nb); la != lb {
-			return cmp.Compare(la, lb)
-		}
-		return strings.Compare(na, nb)
-	})
+	slices.SortStableFunc(order, func(a, b int) int { return compareTensorNames(f.Tensors[a].Name, f.Tensors[b].Name) })
 	plans = make([]TensorPlan, len(f.Tensors))
 	for i, src := range order {
 		ti := &f.Tensors[src]
-		p := ChooseType(opts.FileType, ti.Name, ti.Dims, ti.Type, info)
+		p, err := mixer.ChooseType(ti.Name, ti.Dims, ti.Type)
+		if err != nil {
+			return nil, nil, nil, err
+		}
 		if p.Quantize {
 			if ti.Type.Quantized() && !opts.AllowRequantize {
 				return nil, nil, nil, fmt.Errorf("tensor %q is already %v; requantizing compounds the error (allow it with --allow-requantize, or start from an f16/f32 file)", ti.Name, ti.Type)
@@ -204,4 +198,13 @@ func planQuantization(f *gguf.File, opts Options) (w *gguf.Writer, order []int, 
 		}
 	}
 	return w, order, plans, nil
+}
+
+// compareTensorNames is llama.cpp's order of a model's tensors (weight_name_comparer): by layer
+// (tensors outside the blocks first), then by name.
+func compareTensorNames(a, b string) int {
+	if la, lb := LayerOf(a), LayerOf(b); la != lb {
+		return cmp.Compare(la, lb)
+	}
+	return strings.Compare(a, b)
 }

@@ -35,6 +35,51 @@ func TestReferenceMatchesLlamaCpp(t *testing.T) {
 	}
 }
 
+// llamaQuantizeKJV is the sha256 of llama-quantize's output (llama.cpp c392e509, `llama-quantize
+// llama-kjv-f16.gguf OUT TYPE`, deterministic) for the Llama fixture, per recipe: the Llama
+// mixes (attn_v and ffn_down of q4_K_M, the Q3_K recipes' attn_output, the tied embedding as
+// the output matrix, ...), the metadata and the reference quantizers, byte for byte.
+var llamaQuantizeKJV = map[string]string{
+	"f32":    "8203fdf7186a496ffca7866385a8db0cbe635e19f5088341294177a4c7cec764",
+	"f16":    "0fd1eec5e4408cdfb59f67919c9ab89eb590e017101e18bea5af36d096ceab47",
+	"bf16":   "60c19d3e57cbcb1aaad4bd7dfa4bb7a7b778209a41e56ec5c32d4828bc583995",
+	"q8_0":   "657e5b59167622b658e163a85146a171165d5b6b7072e1a1742b96c771e7dbcb",
+	"q4_0":   "3768363f501727fe40a08de0dc52c6875aa1ac8d24f0a9048099c1cce1375c8e",
+	"q4_1":   "eb23d16a8566d49b826239c7fd94996b2e4477b1dcdb660b42accd2c0d6432a6",
+	"q5_0":   "bd86946d11f87904740c16ef8358a055f5bf417a546d84aab3b65bb20471b5d5",
+	"q5_1":   "0f494cfc3970c19c88e02c35703ac283e7a210a6160bf1b8356456b515224faf",
+	"q2_k":   "ca57846e21c3c6e4783766e0fa4cdfa9aa0e856052ea66b5087582be3844434a",
+	"q3_k_s": "04d9996167611bc4b6f5950fdc224d73f697559cec7d0ddfdf3a14488d933860",
+	"q3_k_m": "b87d9db27c846436bab633c205aa5689fe18723a70a89fcf35bbc978e79c0e5d",
+	"q3_k_l": "58f548298bbc096babab73d181ed0bf72594ef64c177e22228db8cec5b9efbb8",
+	"q4_k_s": "a09750ba4bb4339ddca34a0c734e4c98ccc2855aa59116444e8f87c541453859",
+	"q4_k_m": "791440360e65ef875fa0f822b98b8064cc557d94844a9dcff248220baf774393",
+	"q5_k_s": "cf9bf2f5fa5532151b1c3afdd1245261c37d5f89dc1ba0530e2f05f9545347a9",
+	"q5_k_m": "9ef1d5d90f6951a827b73388e31a496246877da27f8ccbed1b89b160927b920d",
+	"q6_k":   "5710c5bb73fc016872a6dac51916e1706a415457fc86f7ea92d8cfa4b30c3bc2",
+}
+
+// With the reference quantizers, File writes exactly the Llama files llama-quantize wrote, for
+// every recipe gorun makes.
+func TestReferenceMatchesLlamaQuantizeLlama(t *testing.T) {
+	src := fixtures.Path(t, "llama-kjv-f16.gguf")
+	for _, recipe := range fileTypes {
+		name := strings.ToLower(recipe.name)
+		want, ok := llamaQuantizeKJV[name]
+		if !ok {
+			t.Errorf("%s: no llama-quantize hash pinned for this recipe", name)
+			continue
+		}
+		out := filepath.Join(t.TempDir(), name+".gguf")
+		if _, err := File(src, out, Options{FileType: recipe.ft, Reference: true, Threads: 2}); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got := fileSHA256(t, out); got != want {
+			t.Errorf("%s: sha256 %s, llama-quantize's file has %s", name, got, want)
+		}
+	}
+}
+
 // writeTiny writes a random-weight GPT-2 whose rows are long enough for K-quant blocks.
 func writeTiny(t *testing.T, edit func(c *testmodel.Config)) string {
 	c, _ := testmodel.Preset("tiny")
