@@ -14,7 +14,7 @@ import (
 	"strings"
 )
 
-const usage = `gorun: run GGUF language models (GPT-2) in pure Go
+const usage = `gorun: run GGUF language models (GPT-2, Llama, Qwen2) in pure Go
 
 Usage:
   gorun -m MODEL.gguf -p PROMPT [options]      generate text (the default command)
