@@ -247,3 +247,36 @@ func BenchmarkRope(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkReadBandwidth measures the machine's read bandwidth as the float32 dot product of
+// two 256 MiB vectors (Dot, the active tier), split over 1 or 2 goroutines: the denominator of
+// generation's ceiling (weight bytes per token / bandwidth) in cpu/PERF.md.
+func BenchmarkReadBandwidth(b *testing.B) {
+	const n = 64 << 20 // float32 values per vector
+	rng := rand.New(rand.NewPCG(1, 1))
+	x, y := make([]float32, n), make([]float32, n)
+	chunk := randVec(rng, 4096)
+	for i := 0; i < n; i += len(chunk) {
+		copy(x[i:], chunk)
+		copy(y[i:], chunk)
+	}
+	for _, threads := range []int{1, 2} {
+		b.Run("threads="+string(rune('0'+threads)), func(b *testing.B) {
+			b.SetBytes(2 * 4 * n)
+			sums := make([]float32, threads)
+			for b.Loop() {
+				done := make(chan bool)
+				per := n / threads
+				for t := 0; t < threads; t++ {
+					go func(t int) {
+						sums[t] = Dot(x[t*per:(t+1)*per], y[t*per:(t+1)*per])
+						done <- true
+					}(t)
+				}
+				for t := 0; t < threads; t++ {
+					<-done
+				}
+			}
+		})
+	}
+}
