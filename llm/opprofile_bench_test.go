@@ -94,9 +94,11 @@ func printProfile(phase string, times map[string]time.Duration, total time.Durat
 		sum += d
 	}
 	sort.Slice(keys, func(i, j int) bool { return times[keys[i]] > times[keys[j]] })
-	fmt.Fprintf(os.Stderr, "%s: %.1f ms per run (%d runs), nodes %.1f ms\n", phase,
-		float64(total.Microseconds())/1000/float64(runs), runs, float64(sum.Microseconds())/1000/float64(runs))
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(runs) }
+	fmt.Fprintf(os.Stderr, "%s: %.1f ms per run (%d runs), nodes %.1f ms\n",
+		phase, ms(total), runs, ms(sum))
 	for _, k := range keys {
-		fmt.Fprintf(os.Stderr, "  %-40s %9.3f ms %5.1f%%\n", k, float64(times[k].Microseconds())/1000/float64(runs), 100*float64(times[k])/float64(sum))
+		share := 100 * float64(times[k]) / float64(sum)
+		fmt.Fprintf(os.Stderr, "  %-40s %9.3f ms %5.1f%%\n", k, ms(times[k]), share)
 	}
 }

@@ -60,7 +60,8 @@ func TestRMSNormTiersExact(t *testing.T) {
 			RMSNorm(got[:n], x, w, 1e-5)
 			RMSNorm(gotBare[:n], x, nil, 1e-5)
 			sameBits(t, "rms_norm", got, append(slices.Clone(want), 0, 0, 0))
-			sameBits(t, "rms_norm without weight", gotBare, append(slices.Clone(wantBare), 0, 0, 0))
+			wantBare := append(slices.Clone(wantBare), 0, 0, 0)
+			sameBits(t, "rms_norm without weight", gotBare, wantBare)
 		})
 	}
 	Use(Best())
@@ -69,7 +70,8 @@ func TestRMSNormTiersExact(t *testing.T) {
 // ropeCase is a head of hd values whose first dims are rotated.
 type ropeCase struct{ hd, dims int }
 
-var ropeCases = []ropeCase{{2, 2}, {8, 6}, {16, 16}, {32, 32}, {40, 32}, {64, 64}, {64, 48}, {128, 128}, {80, 80}, {34, 34}}
+var ropeCases = []ropeCase{{2, 2}, {8, 6}, {16, 16}, {32, 32}, {40, 32}, {64, 64}, {64, 48},
+	{128, 128}, {80, 80}, {34, 34}}
 
 // RoPE in both modes gives the generic kernel's bits on every tier (heads of every size,
 // partial rotation), and the generic kernel is the rotation rounded as it states.
@@ -118,7 +120,8 @@ func checkRopeFormula(t *testing.T, got, x, cs []float32, neox bool) {
 		c, s := cs[i], cs[h+i]
 		p0, p1 := float32(float64(x[a])*float64(c)), float32(float64(x[b])*float64(s))
 		q0, q1 := float32(float64(x[a])*float64(s)), float32(float64(x[b])*float64(c))
-		sameBits(t, "rope formula", []float32{got[a], got[b]}, []float32{float32(float64(p0) - float64(p1)), float32(float64(q0) + float64(q1))})
+		want := []float32{float32(float64(p0) - float64(p1)), float32(float64(q0) + float64(q1))}
+		sameBits(t, "rope formula", []float32{got[a], got[b]}, want)
 	}
 	sameBits(t, "rope copies the rest", got[len(cs):], x[len(cs):])
 }
@@ -136,9 +139,9 @@ func TestRopeAngles(t *testing.T) {
 }
 
 // SwiGLU: the SIMD tiers' float32 exp agrees with the float64 generic kernel to a few float32
-// ulps (relative 4e-7; 3.1e-7 is the worst seen over 2^20 random inputs), or to 1e-30 absolute: where exp(-g) overflows float32 (g < -88.7) the
-// SIMD result is -0 while the exact one is g e^g up, below 1e-34 in magnitude here; and AVX2
-// and AVX-512 agree bit for bit.
+// ulps (relative 4e-7; 3.1e-7 is the worst seen over 2^20 random inputs), or to 1e-30
+// absolute: where exp(-g) overflows float32 (g < -88.7) the SIMD result is -0 while the exact
+// one is g e^g up, below 1e-34 in magnitude here; and AVX2 and AVX-512 agree bit for bit.
 func TestSwiGLUTiers(t *testing.T) {
 	rng := rand.New(rand.NewPCG(23, 23))
 	for _, n := range llamaLengths {
