@@ -17,6 +17,7 @@ var (
 	benchShape   = flag.String("shape", "124M", "GPT-2 shape for the benchmarks (testmodel preset)")
 	benchRecipe  = flag.String("recipe", "f16", "quantization recipe of the benchmark model")
 	benchQAct    = flag.Bool("qact", false, "8-bit activations (ggml's integer path)")
+	benchFile    = flag.String("model", "", "GGUF file for the benchmarks instead of a generated GPT-2 (-shape, -recipe ignored)")
 )
 
 var (
@@ -38,6 +39,10 @@ func TestMain(m *testing.M) {
 // benchModel writes the random model of the benchmark shape once per test binary run.
 func benchModel(b *testing.B) *Model {
 	benchOnce.Do(func() {
+		if *benchFile != "" {
+			benchPath = *benchFile
+			return
+		}
 		dir, err := os.MkdirTemp("", "gorun-bench")
 		if err != nil {
 			benchErr = err

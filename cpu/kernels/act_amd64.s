@@ -124,3 +124,58 @@ lnout:
 	JNZ         lnout
 	VZEROUPPER
 	RET
+
+// func swiGLUAVX512(dst, gate, up *float32, n uintptr) // n a multiple of 16, > 0
+// dst = g / (1 + exp(-g)) * up, exp as in geluAVX512 with its argument -g clamped to
+// [-100, 100] (for g < -88.7 exp overflows to +Inf and the result is -0 times up).
+TEXT ·swiGLUAVX512(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ gate+8(FP), SI
+	MOVQ up+16(FP), DX
+	MOVQ n+24(FP), CX
+	BCAST(0x80000000, Z21) // sign bit
+	BCAST(0x42c80000, Z22) // 100
+	BCAST(0xc2c80000, Z23) // -100
+	BCAST(0x3fb8aa3b, Z24) // log2(e)
+	BCAST(0xbf318000, Z25) // -C1
+	BCAST(0x395e8083, Z26) // -C2
+	BCAST(0x39506967, Z27) // p0
+	BCAST(0x3ab743ce, Z28) // p1
+	BCAST(0x3c088908, Z29) // p2
+	BCAST(0x3d2aa9c1, Z30) // p3
+	BCAST(0x3e2aaaaa, Z31) // p4
+	BCAST(0x3f000000, Z19) // p5
+	BCAST(0x3f800000, Z18) // 1
+	SHRQ $4, CX
+
+sgloop:
+	VMOVUPS      (SI), Z0
+	VXORPS       Z21, Z0, Z2         // v = -g
+	VMINPS       Z22, Z2, Z2
+	VMAXPS       Z23, Z2, Z2
+	VMULPS       Z24, Z2, Z3
+	VRNDSCALEPS  $0, Z3, Z3          // n = round(v log2 e)
+	VMOVAPS      Z2, Z4
+	VFMADD231PS  Z25, Z3, Z4         // r = v - n C1
+	VFMADD231PS  Z26, Z3, Z4         // r -= n C2
+	VMOVAPS      Z27, Z5
+	VFMADD213PS  Z28, Z4, Z5         // p = p0 r + p1
+	VFMADD213PS  Z29, Z4, Z5
+	VFMADD213PS  Z30, Z4, Z5
+	VFMADD213PS  Z31, Z4, Z5
+	VFMADD213PS  Z19, Z4, Z5         // ... + p5
+	VMULPS       Z4, Z4, Z6          // r^2
+	VADDPS       Z18, Z4, Z7         // r + 1
+	VFMADD231PS  Z6, Z5, Z7          // e = p r^2 + r + 1
+	VSCALEFPS    Z3, Z7, Z7          // e 2^n
+	VADDPS       Z18, Z7, Z7         // 1 + exp(-g)
+	VDIVPS       Z7, Z0, Z0          // silu(g)
+	VMULPS       (DX), Z0, Z0        // * up
+	VMOVUPS      Z0, (DI)
+	ADDQ         $64, SI
+	ADDQ         $64, DX
+	ADDQ         $64, DI
+	DECQ         CX
+	JNZ          sgloop
+	VZEROUPPER
+	RET

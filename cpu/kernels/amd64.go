@@ -143,6 +143,7 @@ func useSIMD(t Tier) {
 		dequant[quant.Q5_K] = dequantQ5_KGo
 		dequant[quant.Q6_K] = dequantQ6_KGo
 		useLegacyAVX512()
+		useLlama(true)
 		useKQuant23AVX512()
 		matVec4[quant.F16] = func(x []float32, w []byte, ws int, out *[4]float32) {
 			n := len(x) &^ 15

@@ -39,6 +39,7 @@ func useAVX2() {
 	matVec4[quant.Q5_K] = matVecBlocksAVX2(matvecQ5_Kx4AVX2, 256, quant.SizeQ5_K)
 	matVec4[quant.Q6_K] = matVecBlocksAVX2(matvecQ6_Kx4AVX2, 256, quant.SizeQ6_K)
 	useLegacyAVX2()
+	useLlama(false)
 }
 
 // useLegacyAVX2 installs the AVX2 kernels of avx2_legacy_amd64.s: BF16, Q4_1, Q5_0, Q5_1.

@@ -34,6 +34,7 @@ VEC8(a2p4, 0x3e2aaaaa)
 VEC8(a2p5, 0x3f000000)
 VEC8(a2one, 0x3f800000)
 VEC8(a2bias, 0x0000007f) // 127, the float32 exponent bias
+VEC8(a2sign, 0x80000000) // the float32 sign bit
 
 // REDUCEM(M, YH, XH, TX): REDUCE8x2 with lanes 0-7 in memory at M and 8-15 in YH: the sum of
 // the 16 lanes in the low lane of XH, by the package's tree.
@@ -182,6 +183,33 @@ gelua2loop:
 	JNZ         gelua2loop
 
 gelua2done:
+	VZEROUPPER
+	RET
+
+// func swiGLUAVX2(dst, gate, up *float32, n uintptr) // n a multiple of 8, > 0
+// As swiGLUAVX512: g / (1 + exp(-g)) * up, -g clamped to [-100, 100].
+TEXT ·swiGLUAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ gate+8(FP), SI
+	MOVQ up+16(FP), DX
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+
+sga2loop:
+	VMOVUPS (SI), Y0
+	VXORPS  a2sign<>(SB), Y0, Y2    // v = -g
+	VMINPS  a2p100<>(SB), Y2, Y2
+	VMAXPS  a2m100<>(SB), Y2, Y2
+	EXP2N(Y2, Y3, Y7, Y4, Y6)
+	VADDPS  a2one<>(SB), Y7, Y7     // 1 + exp(-g)
+	VDIVPS  Y7, Y0, Y0              // silu(g)
+	VMULPS  (DX), Y0, Y0            // * up
+	VMOVUPS Y0, (DI)
+	ADDQ    $32, SI
+	ADDQ    $32, DX
+	ADDQ    $32, DI
+	DECQ    CX
+	JNZ     sga2loop
 	VZEROUPPER
 	RET
 

@@ -193,3 +193,90 @@ func BenchmarkStream(b *testing.B) {
 		}
 	}
 }
+
+// The Llama kernels at the Llama-3.2-1B shape: a 2048 row (RMSNorm), an 8192 row (SwiGLU), a
+// row of 32 query heads of 64 (RoPE, both modes) and one row's angles.
+
+func BenchmarkRMSNorm(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	x, w := randVec(rng, 2048), randVec(rng, 2048)
+	dst := make([]float32, len(x))
+	benchTiers(b, func(b *testing.B) {
+		b.SetBytes(4 * int64(len(x)))
+		for b.Loop() {
+			RMSNorm(dst, x, w, 1e-5)
+		}
+	})
+}
+
+func BenchmarkSwiGLU(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	g, u := randVec(rng, 8192), randVec(rng, 8192)
+	dst := make([]float32, len(g))
+	benchTiers(b, func(b *testing.B) {
+		b.SetBytes(4 * int64(len(g)))
+		for b.Loop() {
+			SwiGLU(dst, g, u)
+		}
+	})
+}
+
+func BenchmarkRope(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	x := randVec(rng, 2048)
+	dst := make([]float32, len(x))
+	freqs, cs := make([]float64, 32), make([]float32, 64)
+	RopeFreqs(freqs, 64, 500000, 1, nil)
+	RopeAngles(cs, 100, freqs)
+	for _, mode := range []string{"normal", "neox"} {
+		b.Run(mode, func(b *testing.B) {
+			benchTiers(b, func(b *testing.B) {
+				rot := rope(mode == "neox")
+				b.SetBytes(4 * int64(len(x)))
+				for b.Loop() {
+					for h := 0; h < len(x); h += 64 {
+						rot(dst[h:h+64], x[h:h+64], cs)
+					}
+				}
+			})
+		})
+	}
+	b.Run("angles", func(b *testing.B) {
+		for b.Loop() {
+			RopeAngles(cs, 100, freqs)
+		}
+	})
+}
+
+// BenchmarkReadBandwidth measures the machine's read bandwidth as the float32 dot product of
+// two 256 MiB vectors (Dot, the active tier), split over 1 or 2 goroutines: the denominator of
+// generation's ceiling (weight bytes per token / bandwidth) in cpu/PERF.md.
+func BenchmarkReadBandwidth(b *testing.B) {
+	const n = 64 << 20 // float32 values per vector
+	rng := rand.New(rand.NewPCG(1, 1))
+	x, y := make([]float32, n), make([]float32, n)
+	chunk := randVec(rng, 4096)
+	for i := 0; i < n; i += len(chunk) {
+		copy(x[i:], chunk)
+		copy(y[i:], chunk)
+	}
+	for _, threads := range []int{1, 2} {
+		b.Run("threads="+string(rune('0'+threads)), func(b *testing.B) {
+			b.SetBytes(2 * 4 * n)
+			sums := make([]float32, threads)
+			for b.Loop() {
+				done := make(chan bool)
+				per := n / threads
+				for t := 0; t < threads; t++ {
+					go func(t int) {
+						sums[t] = Dot(x[t*per:(t+1)*per], y[t*per:(t+1)*per])
+						done <- true
+					}(t)
+				}
+				for t := 0; t < threads; t++ {
+					<-done
+				}
+			}
+		})
+	}
+}

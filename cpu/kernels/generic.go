@@ -22,6 +22,7 @@ func useGeneric() {
 	Add = addGeneric
 	ExpSum = expSumGeneric
 	WeightedSum = weightedSumGeneric
+	useGenericLlama()
 	for t := range dequant {
 		dequant[t] = nil
 		matVec4[t] = nil
