@@ -2,6 +2,7 @@ package llm
 
 import (
 	"compress/gzip"
+	"encoding/binary"
 	"encoding/json"
 	"io"
 	"os"
@@ -56,7 +57,7 @@ type llama3Prompt struct {
 func TestGreedyMatchesReferenceLlama3Micro(t *testing.T) {
 	m, prompts, fixture := llama3Micro(t)
 	V := m.Hparams().NVocab
-	exact := hfFloat64Logits(t, len(prompts)*V)
+	exact := hfFloat64Logits(t, fixture)
 	for i, p := range prompts {
 		if got := m.Tokenize(p.Text, true); !slices.Equal(got, p.IDs) {
 			t.Errorf("prompt %d: tokens %v, want %v", i, got, p.IDs)
@@ -90,10 +91,11 @@ func TestGreedyMatchesReferenceLlama3Micro(t *testing.T) {
 	}
 }
 
-// hfFloat64Logits reads testdata's float64 Hugging Face logits (n floats).
-func hfFloat64Logits(t *testing.T, n int) []float32 {
+// hfFloat64Logits is Hugging Face's float64 logits: the fixture's logits plus testdata's
+// differences (int16 steps of 1e-6; testdata/README.md).
+func hfFloat64Logits(t *testing.T, fixture []float32) []float32 {
 	t.Helper()
-	f, err := os.Open("testdata/llama3_micro_hf_f64_logits.f32.gz")
+	f, err := os.Open("testdata/llama3_micro_hf_delta.i16.gz")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,11 +104,16 @@ func hfFloat64Logits(t *testing.T, n int) []float32 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := io.ReadAll(io.LimitReader(z, int64(4*n+1)))
-	if err != nil || len(raw) != 4*n {
-		t.Fatalf("testdata logits: %d bytes, %v; want %d", len(raw), err, 4*n)
+	raw, err := io.ReadAll(io.LimitReader(z, int64(2*len(fixture)+1)))
+	if err != nil || len(raw) != 2*len(fixture) {
+		t.Fatalf("testdata differences: %d bytes, %v; want %d", len(raw), err, 2*len(fixture))
 	}
-	return slices.Clone(quant.AsF32(raw))
+	exact := make([]float32, len(fixture))
+	for i, v := range fixture {
+		d := int16(binary.LittleEndian.Uint16(raw[2*i:]))
+		exact[i] = float32(float64(v) + 1e-6*float64(d))
+	}
+	return exact
 }
 
 func argmaxF32(v []float32) int {
