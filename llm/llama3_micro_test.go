@@ -78,7 +78,7 @@ func TestGreedyMatchesReferenceLlama3Micro(t *testing.T) {
 			i, e, relL2(logits, fixture[i*V:(i+1)*V]))
 		var greedy []int32
 		for len(greedy) < len(p.GreedyIDs) {
-			next := int32(argmaxF32(logits))
+			next := argmax(logits)
 			greedy = append(greedy, next)
 			if logits, err = s.Eval([]int32{next}); err != nil {
 				t.Fatal(err)
@@ -114,14 +114,4 @@ func hfFloat64Logits(t *testing.T, fixture []float32) []float32 {
 		exact[i] = float32(float64(v) + 1e-6*float64(d))
 	}
 	return exact
-}
-
-func argmaxF32(v []float32) int {
-	best := 0
-	for i := range v {
-		if v[i] > v[best] {
-			best = i
-		}
-	}
-	return best
 }

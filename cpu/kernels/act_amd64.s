@@ -3,6 +3,46 @@
 #include "textflag.h"
 #include "macros_amd64.h"
 
+// DIVEXP_CONSTS loads what DIVEXP reads: the clamp bounds, Cody-Waite's log2(e), C1, C2, Cephes'
+// degree-5 polynomial and 1 (Z18, Z19, Z22-Z31).
+#define DIVEXP_CONSTS \
+	BCAST(0x42c80000, Z22) ; \
+	BCAST(0xc2c80000, Z23) ; \
+	BCAST(0x3fb8aa3b, Z24) ; \
+	BCAST(0xbf318000, Z25) ; \
+	BCAST(0x395e8083, Z26) ; \
+	BCAST(0x39506967, Z27) ; \
+	BCAST(0x3ab743ce, Z28) ; \
+	BCAST(0x3c088908, Z29) ; \
+	BCAST(0x3d2aa9c1, Z30) ; \
+	BCAST(0x3e2aaaaa, Z31) ; \
+	BCAST(0x3f000000, Z19) ; \
+	BCAST(0x3f800000, Z18)
+
+// DIVEXP sets Z0 = Z0 / (1 + exp(Z2)), Z2 clamped to [-100, 100] (exp overflows to +Inf above
+// 88.7: the result is then -0 or 0): n = round(v log2 e), r = v - n C1 - n C2,
+// e = p(r) r^2 + r + 1, scaled by 2^n with VSCALEFPS; the division rounds once. Z3-Z7 scratch.
+#define DIVEXP \
+	VMINPS      Z22, Z2, Z2 ; \
+	VMAXPS      Z23, Z2, Z2 ; \
+	VMULPS      Z24, Z2, Z3 ; \
+	VRNDSCALEPS $0, Z3, Z3 ; \
+	VMOVAPS     Z2, Z4 ; \
+	VFMADD231PS Z25, Z3, Z4 ; \
+	VFMADD231PS Z26, Z3, Z4 ; \
+	VMOVAPS     Z27, Z5 ; \
+	VFMADD213PS Z28, Z4, Z5 ; \
+	VFMADD213PS Z29, Z4, Z5 ; \
+	VFMADD213PS Z30, Z4, Z5 ; \
+	VFMADD213PS Z31, Z4, Z5 ; \
+	VFMADD213PS Z19, Z4, Z5 ; \
+	VMULPS      Z4, Z4, Z6 ; \
+	VADDPS      Z18, Z4, Z7 ; \
+	VFMADD231PS Z6, Z5, Z7 ; \
+	VSCALEFPS   Z3, Z7, Z7 ; \
+	VADDPS      Z18, Z7, Z7 ; \
+	VDIVPS      Z7, Z0, Z0
+
 // func geluAVX512(dst, x *float32, n uintptr) // n multiple of 16
 // gelu(x) = 0.5x(1+tanh(u)), u = sqrt(2/pi)(x+0.044715x^3), computed as x/(1+exp(-2u)) with
 // -2u = x(k1 + k2 x^2) clamped to [-100, 100], and exp by Cody-Waite reduction, Cephes' degree-5
@@ -14,18 +54,7 @@ TEXT ·geluAVX512(SB), NOSPLIT, $0-24
 	MOVQ n+16(FP), CX
 	BCAST(0xbfcc422a, Z20) // k1 = -2 sqrt(2/pi)
 	BCAST(0xbd922279, Z21) // k2 = k1 * 0.044715
-	BCAST(0x42c80000, Z22) // 100 (exp overflows to +Inf: the result is -0 for very negative x)
-	BCAST(0xc2c80000, Z23) // -100
-	BCAST(0x3fb8aa3b, Z24) // log2(e)
-	BCAST(0xbf318000, Z25) // -C1
-	BCAST(0x395e8083, Z26) // -C2
-	BCAST(0x39506967, Z27) // p0
-	BCAST(0x3ab743ce, Z28) // p1
-	BCAST(0x3c088908, Z29) // p2
-	BCAST(0x3d2aa9c1, Z30) // p3
-	BCAST(0x3e2aaaaa, Z31) // p4
-	BCAST(0x3f000000, Z19) // p5
-	BCAST(0x3f800000, Z18) // 1
+	DIVEXP_CONSTS
 	SHRQ  $4, CX
 	TESTQ CX, CX
 	JZ    geludone
@@ -36,25 +65,7 @@ geluloop:
 	VMOVAPS      Z20, Z2
 	VFMADD231PS  Z21, Z1, Z2         // k1 + k2 x^2
 	VMULPS       Z0, Z2, Z2          // v = -2u
-	VMINPS       Z22, Z2, Z2
-	VMAXPS       Z23, Z2, Z2
-	VMULPS       Z24, Z2, Z3
-	VRNDSCALEPS  $0, Z3, Z3          // n = round(v log2 e)
-	VMOVAPS      Z2, Z4
-	VFMADD231PS  Z25, Z3, Z4         // r = v - n C1
-	VFMADD231PS  Z26, Z3, Z4         // r -= n C2
-	VMOVAPS      Z27, Z5
-	VFMADD213PS  Z28, Z4, Z5         // p = p0 r + p1
-	VFMADD213PS  Z29, Z4, Z5
-	VFMADD213PS  Z30, Z4, Z5
-	VFMADD213PS  Z31, Z4, Z5
-	VFMADD213PS  Z19, Z4, Z5         // ... + p5
-	VMULPS       Z4, Z4, Z6          // r^2
-	VADDPS       Z18, Z4, Z7         // r + 1
-	VFMADD231PS  Z6, Z5, Z7          // e = p r^2 + r + 1
-	VSCALEFPS    Z3, Z7, Z7          // e 2^n
-	VADDPS       Z18, Z7, Z7         // 1 + exp(-2u)
-	VDIVPS       Z7, Z0, Z0          // x / (1 + exp(-2u))
+	DIVEXP                           // x / (1 + exp(-2u))
 	VMOVUPS      Z0, (DI)
 	ADDQ         $64, SI
 	ADDQ         $64, DI
@@ -134,42 +145,13 @@ TEXT ·swiGLUAVX512(SB), NOSPLIT, $0-32
 	MOVQ up+16(FP), DX
 	MOVQ n+24(FP), CX
 	BCAST(0x80000000, Z21) // sign bit
-	BCAST(0x42c80000, Z22) // 100
-	BCAST(0xc2c80000, Z23) // -100
-	BCAST(0x3fb8aa3b, Z24) // log2(e)
-	BCAST(0xbf318000, Z25) // -C1
-	BCAST(0x395e8083, Z26) // -C2
-	BCAST(0x39506967, Z27) // p0
-	BCAST(0x3ab743ce, Z28) // p1
-	BCAST(0x3c088908, Z29) // p2
-	BCAST(0x3d2aa9c1, Z30) // p3
-	BCAST(0x3e2aaaaa, Z31) // p4
-	BCAST(0x3f000000, Z19) // p5
-	BCAST(0x3f800000, Z18) // 1
+	DIVEXP_CONSTS
 	SHRQ $4, CX
 
 sgloop:
 	VMOVUPS      (SI), Z0
 	VXORPS       Z21, Z0, Z2         // v = -g
-	VMINPS       Z22, Z2, Z2
-	VMAXPS       Z23, Z2, Z2
-	VMULPS       Z24, Z2, Z3
-	VRNDSCALEPS  $0, Z3, Z3          // n = round(v log2 e)
-	VMOVAPS      Z2, Z4
-	VFMADD231PS  Z25, Z3, Z4         // r = v - n C1
-	VFMADD231PS  Z26, Z3, Z4         // r -= n C2
-	VMOVAPS      Z27, Z5
-	VFMADD213PS  Z28, Z4, Z5         // p = p0 r + p1
-	VFMADD213PS  Z29, Z4, Z5
-	VFMADD213PS  Z30, Z4, Z5
-	VFMADD213PS  Z31, Z4, Z5
-	VFMADD213PS  Z19, Z4, Z5         // ... + p5
-	VMULPS       Z4, Z4, Z6          // r^2
-	VADDPS       Z18, Z4, Z7         // r + 1
-	VFMADD231PS  Z6, Z5, Z7          // e = p r^2 + r + 1
-	VSCALEFPS    Z3, Z7, Z7          // e 2^n
-	VADDPS       Z18, Z7, Z7         // 1 + exp(-g)
-	VDIVPS       Z7, Z0, Z0          // silu(g)
+	DIVEXP                           // silu(g) = g / (1 + exp(-g))
 	VMULPS       (DX), Z0, Z0        // * up
 	VMOVUPS      Z0, (DI)
 	ADDQ         $64, SI
