@@ -14,9 +14,9 @@ import (
 // without -tags cuda); a GPU backend whose device cannot be opened is another error.
 var ErrNoGPU = backend.ErrNoGPU
 
-// chooseDevice picks the device kind the options ask for: the CPU, or the preferred GPU when
-// GPULayers covers every layer (the GPU backend runs whole graphs).
-func chooseDevice(hp models.Hparams, opts Options) (backend.Device, error) {
+// chooseDevice picks the device kind the options ask for: the CPU, or the preferred GPU (a
+// binary without one answers ErrNoGPU before anything is read from the model).
+func chooseDevice(opts Options) (backend.Device, error) {
 	switch {
 	case opts.Backend != nil || opts.GPULayers == 0:
 		cpu, _ := backend.Lookup("cpu")
@@ -24,15 +24,16 @@ func chooseDevice(hp models.Hparams, opts Options) (backend.Device, error) {
 	case opts.GPULayers < 0:
 		return backend.Device{}, fmt.Errorf("%w: %d GPU layers: the layer count must be >= 0", ErrInvalidOption, opts.GPULayers)
 	}
-	dev, err := backend.GPU()
-	if err != nil {
-		return dev, err
-	}
-	if opts.GPULayers < hp.NLayer {
-		return dev, fmt.Errorf("%w: %d GPU layers: this model has %d layers and gorun offloads all or none of them: use %d (or 99) to run on the GPU, or 0 for the CPU",
+	return backend.GPU()
+}
+
+// checkGPULayers requires GPU layers to cover every layer: the GPU backend runs whole graphs.
+func checkGPULayers(dev backend.Device, hp models.Hparams, opts Options) error {
+	if dev.GPU && opts.GPULayers < hp.NLayer {
+		return fmt.Errorf("%w: %d GPU layers: this model has %d layers and gorun offloads all or none of them: use %d (or 99) to run on the GPU, or 0 for the CPU",
 			ErrInvalidOption, opts.GPULayers, hp.NLayer, hp.NLayer)
 	}
-	return dev, nil
+	return nil
 }
 
 // checkSupport builds the model's graphs (one token, a prompt batch, and the rows of two

@@ -108,6 +108,10 @@ func newModel(f *gguf.File, opts Options) (*Model, error) {
 			return nil, err
 		}
 	}
+	dev, err := chooseDevice(opts)
+	if err != nil {
+		return nil, err
+	}
 	if err := checkFile(f); err != nil {
 		return nil, classify(err)
 	}
@@ -126,8 +130,7 @@ func newModel(f *gguf.File, opts Options) (*Model, error) {
 	if err := m.configure(plan.Hparams(), opts); err != nil {
 		return nil, err
 	}
-	dev, err := chooseDevice(plan.Hparams(), opts)
-	if err != nil {
+	if err := checkGPULayers(dev, plan.Hparams(), opts); err != nil {
 		return nil, err
 	}
 	if err := m.checkSupport(dev, opts.Backend); err != nil {
