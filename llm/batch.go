@@ -314,3 +314,18 @@ func (b *batcher) build(m *Model, batch []*Session) error {
 	}
 	return nil
 }
+
+// DecodeStats counts the model's single-token steps since it was loaded: how many steps ran
+// and how many session rows they computed in all (Rows/Steps is the mean batch size, the
+// server's llamacpp:n_busy_slots_per_decode).
+type DecodeStats struct {
+	Steps, Rows, MaxRows int
+}
+
+// DecodeStats reports the batcher's counters.
+func (m *Model) DecodeStats() DecodeStats {
+	b := &m.batch
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return DecodeStats{Steps: b.steps, Rows: b.rows, MaxRows: b.maxRows}
+}

@@ -53,6 +53,7 @@ func (s *Server) generate(ctx context.Context, sl *slot, prompt []int32, opts ll
 		keep-- // evaluate at least the last prompt token, for its logits
 	}
 	sl.cached = keep
+	sl.cachedN.Store(int64(keep))
 	start := time.Now()
 	if err := sess.Rewind(keep); err != nil {
 		return st, 0, libError(err)
@@ -62,9 +63,17 @@ func (s *Server) generate(ctx context.Context, sl *slot, prompt []int32, opts ll
 		return st, 0, ctxError(ctx, err)
 	}
 	promptTime := time.Since(start)
-	gst, err := sess.GenerateTokens(ctx, "", opts, emit)
+	sl.npast.Store(int64(len(prompt)))
+	counted := func(p llm.Piece) error {
+		if p.Token >= 0 {
+			sl.npast.Add(1)
+		}
+		return emit(p)
+	}
+	gst, err := sess.GenerateTokens(ctx, "", opts, counted)
 	gst.PromptTokens = len(prompt)
 	gst.PromptTime = promptTime
+	s.metrics.record(len(prompt)-keep, keep, gst.Tokens, promptTime, gst.GenTime)
 	if err != nil {
 		return gst, promptTime, ctxError(ctx, err)
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/gorun-dev/gorun/llm"
 )
@@ -18,6 +20,13 @@ type slot struct {
 	sess   *llm.Session
 	tokens []int32 // the session's context when it was released
 	cached int     // prompt tokens the last generation found in the context (not evaluated again)
+
+	// For /slots and /metrics, read without the session's lock: the context's length as the
+	// server last saw it, whether a request holds the slot and since when, requests served.
+	npast     atomic.Int64
+	busySince atomic.Int64 // unix seconds; 0: idle
+	requests  atomic.Int64
+	cachedN   atomic.Int64 // cached, readable without the slot
 }
 
 // pool hands out slots: a free one holding the longest prefix of the prompt, else the first to
@@ -29,16 +38,20 @@ type pool struct {
 	maxQueue int
 	total    int
 	closed   bool
+	all      []*slot // every slot, by id (fixed after newPool)
 }
 
 func newPool(m *llm.Model, n, maxQueue int) (*pool, error) {
 	p := &pool{maxQueue: maxQueue, total: n}
+	p.all = make([]*slot, 0, n)
 	for i := range n {
 		sess, err := m.NewSession()
 		if err != nil {
 			return nil, fmt.Errorf("server: slot %d: %w", i, err)
 		}
-		p.free = append(p.free, &slot{id: i, sess: sess})
+		s := &slot{id: i, sess: sess}
+		p.free = append(p.free, s)
+		p.all = append(p.all, s)
 	}
 	return p, nil
 }
@@ -66,6 +79,7 @@ func (p *pool) acquire(ctx context.Context, prompt []int32) (*slot, error) {
 		s := p.free[best]
 		p.free = append(p.free[:best], p.free[best+1:]...)
 		p.mu.Unlock()
+		s.busySince.Store(time.Now().Unix())
 		return s, nil
 	}
 	if len(p.waiters) >= p.maxQueue {
@@ -77,6 +91,7 @@ func (p *pool) acquire(ctx context.Context, prompt []int32) (*slot, error) {
 	p.mu.Unlock()
 	select {
 	case s := <-ch:
+		s.busySince.Store(time.Now().Unix())
 		return s, nil
 	case <-ctx.Done():
 		p.mu.Lock()
@@ -97,6 +112,9 @@ func (p *pool) acquire(ctx context.Context, prompt []int32) (*slot, error) {
 // release returns a slot: to the first waiting request, else to the free list.
 func (p *pool) release(s *slot) {
 	s.tokens = s.sess.Tokens()
+	s.npast.Store(int64(len(s.tokens)))
+	s.busySince.Store(0)
+	s.requests.Add(1)
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -142,4 +160,24 @@ func commonPrefix(a, b []int32) int {
 		n++
 	}
 	return n
+}
+
+// kvTokens is how many positions the slots' caches hold and can hold (each slot has a whole
+// context of nctx positions).
+func (p *pool) kvTokens(nctx int) (used, capacity int) {
+	for _, s := range p.all {
+		used += int(s.npast.Load())
+	}
+	return used, len(p.all) * nctx
+}
+
+// describe reports every slot for /slots.
+func (p *pool) describe(nctx int) []slotInfo {
+	out := make([]slotInfo, 0, len(p.all))
+	for _, s := range p.all {
+		since := s.busySince.Load()
+		out = append(out, slotInfo{ID: s.id, NCtx: nctx, IsProcessing: since != 0, NPast: int(s.npast.Load()),
+			NCached: int(s.cachedN.Load()), Requests: s.requests.Load(), BusySince: since})
+	}
+	return out
 }

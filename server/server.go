@@ -96,6 +96,7 @@ type Server struct {
 	plain   bool // chat is PlainChatTemplate: the model has no template
 	stops   []string
 	pool    *pool
+	metrics metrics
 	mux     *http.ServeMux
 	created int64
 	hosts   map[string]bool // AllowedHosts, lower-case
@@ -213,6 +214,8 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /chat/completions", s.auth(s.chatCompletions))
 	m.HandleFunc("POST /completion", s.auth(s.llamaCompletion))
 	m.HandleFunc("POST /tokenize", s.auth(s.tokenize))
+	m.HandleFunc("GET /metrics", s.auth(s.metricsPage))
+	m.HandleFunc("GET /slots", s.auth(s.slots))
 	m.HandleFunc("POST /detokenize", s.auth(s.detokenize))
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
