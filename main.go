@@ -26,6 +26,7 @@ Usage:
   gorun convert HF_DIR OUT.gguf [--outtype T]  convert a Hugging Face GPT-2 (safetensors) to GGUF
   gorun pull ORG/NAME[:QUANT]                  download a model from the Hugging Face Hub
   gorun serve -m MODEL.gguf [--port 8080]      OpenAI-compatible HTTP server
+  gorun bench-serve --url URL [--clients 8,32] load-test a server (gorun's or llama-server)
   gorun help [COMMAND]                         show help
 
 Run 'gorun COMMAND -h' for a command's options.
@@ -44,6 +45,7 @@ var commands = map[string]func(args []string, stdout, stderr io.Writer) error{
 	"convert":      cmdConvert,
 	"pull":         cmdPull,
 	"serve":        cmdServe,
+	"bench-serve":  cmdBenchServe,
 }
 
 // errUsage marks errors caused by the command line (already explained on stderr).

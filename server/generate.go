@@ -49,6 +49,9 @@ func (s *Server) generate(ctx context.Context, sl *slot, prompt []int32, opts ll
 	}
 	cached := sess.Tokens()
 	keep := commonPrefix(cached, prompt)
+	if sl.fresh {
+		keep = 0
+	}
 	if keep == len(prompt) {
 		keep-- // evaluate at least the last prompt token, for its logits
 	}

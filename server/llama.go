@@ -211,6 +211,7 @@ func (s *Server) llamaCompletion(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	sl.fresh = !req.reusePrefix()
 	release := s.pool.hold(sl)
 	defer release()
 	var stream *sse

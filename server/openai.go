@@ -114,6 +114,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	sl.fresh = !req.reusePrefix()
 	release := s.pool.hold(sl)
 	defer release()
 	var u usage
@@ -549,6 +550,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	sl.fresh = !req.reusePrefix()
 	release := s.pool.hold(sl)
 	defer release()
 	u := usage{PromptTokens: len(prompt)}

@@ -24,7 +24,13 @@ type sampling struct {
 	LogitBias        map[string]float64 `json:"logit_bias"`
 	Stop             json.RawMessage    `json:"stop"`
 	IgnoreEOS        bool               `json:"ignore_eos"`
+	// CachePrompt false makes the request evaluate its whole prompt instead of reusing the
+	// prefix its slot's cache holds (llama-server's cache_prompt; default true).
+	CachePrompt *bool `json:"cache_prompt"`
 }
+
+// reusePrefix reports whether the request may reuse its slot's cached prefix.
+func (p *sampling) reusePrefix() bool { return p.CachePrompt == nil || *p.CachePrompt }
 
 // seedZero is the library seed a request's seed 0 stands for (the library's 0 means random).
 const seedZero = 0x5eed

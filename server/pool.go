@@ -20,6 +20,7 @@ type slot struct {
 	sess   *llm.Session
 	tokens []int32 // the session's context when it was released
 	cached int     // prompt tokens the last generation found in the context (not evaluated again)
+	fresh  bool    // the request holding the slot asked to evaluate its whole prompt (cache_prompt false)
 
 	// For /slots and /metrics, read without the session's lock: the context's length as the
 	// server last saw it, whether a request holds the slot and since when, requests served.
