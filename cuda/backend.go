@@ -130,6 +130,11 @@ type program struct {
 	// partials hold split-K partial sums (partialSize: the size of the last one)
 	partials    []DevicePtr
 	partialSize int
+	// tables hold the cache addresses of batched rows (store_kv_rows, attention_rows)
+	tables []DevicePtr
+	// decodeRows: the graph is a batched decode step (it has attention_rows); its products
+	// take the mat-vec kernels for up to decodeMaxRows rows
+	decodeRows bool
 	// outs are copied to page-locked memory at the end of every Compute, so that Read of
 	// them (the logits, every token) needs no further round trip to the GPU.
 	outs []outCopy
@@ -607,6 +612,9 @@ func (b *Backend) dropProgram(g *graph.Graph, p *program) {
 		b.free(p.scratch)
 	}
 	for _, d := range p.partials {
+		b.free(d)
+	}
+	for _, d := range p.tables {
 		b.free(d)
 	}
 	delete(b.progs, g)

@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 
@@ -39,8 +40,14 @@ const mvsBytes = 3456
 // lnMaxK is the longest row mvsln normalizes (LN_MAXE * 256).
 const lnMaxK = 2048
 
-// matVecMaxRows is the most activation rows the mat-vec kernels take (MV_MAXM in kernels.cu).
-const matVecMaxRows = 8
+// matVecMaxRows is the most activation rows the mat-vec kernels take in one group (MV_MAXM in
+// kernels.cu); decodeMaxRows is the most they take in groups, for the decode step of a batch
+// of sequences, so that every sequence's row is computed exactly as when it runs alone (the
+// tiled products of prompts round differently).
+const (
+	matVecMaxRows = 8
+	decodeMaxRows = 64
+)
 
 // compile turns a bound graph into fused launches over device memory. Fusions:
 //   - mul_mat + bias add [+ GELU | + residual add] into the matrix kernel's epilogue, when the
@@ -221,6 +228,9 @@ func (b *Backend) compile(g *graph.Graph) (*program, error) {
 
 	// Plan the scratch arena.
 	p := &program{version: g.Version(), outputs: outputs}
+	for _, n := range g.Nodes {
+		p.decodeRows = p.decodeRows || n.Op == graph.OpAttentionRows
+	}
 	addr := map[*graph.Tensor]DevicePtr{}
 	lastUse := map[*graph.Tensor]int{}
 	for i, o := range ops {
@@ -231,7 +241,7 @@ func (b *Backend) compile(g *graph.Graph) (*program, error) {
 		}
 	}
 	inScratch := func(t *graph.Tensor) bool {
-		return t.Op != graph.OpNone && t.Op != graph.OpView && t.Op != graph.OpStoreKV && t.Flags&(graph.FlagOutput|graph.FlagInput|graph.FlagStatic) == 0 && !outputs[t]
+		return t.Op != graph.OpNone && t.Op != graph.OpView && t.Op != graph.OpStoreKV && t.Op != graph.OpStoreKVRows && t.Flags&(graph.FlagOutput|graph.FlagInput|graph.FlagStatic) == 0 && !outputs[t]
 	}
 	var fl graph.FreeList
 	for i, o := range ops {
@@ -311,6 +321,9 @@ func (b *Backend) compile(g *graph.Graph) (*program, error) {
 			for _, d := range p.partials {
 				b.free(d)
 			}
+			for _, d := range p.tables {
+				b.free(d)
+			}
 			return nil, err
 		}
 		p.launches = append(p.launches, l)
@@ -380,6 +393,21 @@ func (b *Backend) splitK(N, M, K int) int {
 		}
 	}
 	return 1
+}
+
+// ptrTable uploads the device addresses of tensors ts (the caches of a batch's rows) into
+// device memory owned by p, for kernels that index them per row.
+func (b *Backend) ptrTable(p *program, ts []*graph.Tensor, get func(*graph.Tensor) DevicePtr) (DevicePtr, error) {
+	host := make([]byte, 8*len(ts))
+	for i, t := range ts {
+		binary.LittleEndian.PutUint64(host[8*i:], uint64(get(t)))
+	}
+	d, err := b.alloc(len(host))
+	if err != nil {
+		return 0, err
+	}
+	p.tables = append(p.tables, d)
+	return d, b.ctx.CopyHtoD(d, host)
 }
 
 // partial returns device memory of at least n bytes for split-K partial sums, owned by p.
@@ -516,7 +544,7 @@ func (b *Backend) emit(p *program, o op, where func(*graph.Tensor) (DevicePtr, e
 			ptr(get(o.bias)).ptr(get(o.res)).i32(ldres).i32(o.act)
 		// The chunked kernels read whole 32-element chunks with 16-byte loads.
 		wide := K%32 == 0 && w.Nb[1]%chunkAlign[w.Type] == 0 && ld(x, 4)%4 == 0 && get(x)%16 == 0
-		if M <= matVecMaxRows {
+		if M <= matVecMaxRows || (p.decodeRows && M <= decodeMaxRows) {
 			switch {
 			case wide && M == 1 && N >= 16384 && K <= 4096 && b.mvsp && asyncUnit(get(w), mvspRows(w.Nb[1])*w.Nb[1]) > 0 &&
 				w.Nb[1] <= mvsBytes:
@@ -690,6 +718,45 @@ func (b *Backend) emit(p *program, o op, where func(*graph.Tensor) (DevicePtr, e
 			a.ptr(get(cache)).i32(ld(cache, es)).i32(cache.Ne[1]).ptr(get(v)).i32(ld(v, 4)).ptr(get(pos)).i32(v.Ne[0]).ptr(b.status)
 			l.grid = Dim3{v.NRows(), 1, 1}
 		}
+	case graph.OpStoreKVRows:
+		v, pos := n.Src[0], n.Src[1]
+		es, suf, cerr := rowCaches(n.Op, n.Caches)
+		if cerr != nil {
+			return l, cerr
+		}
+		table, terr := b.ptrTable(p, n.Caches, get)
+		if terr != nil {
+			return l, terr
+		}
+		c0 := n.Caches[0]
+		name = "store_kv_rows_" + suf
+		a.ptr(table).i32(ld(c0, es)).i32(c0.Ne[1]).ptr(get(v)).i32(ld(v, 4)).ptr(get(pos)).i32(v.Ne[0]).ptr(b.status)
+		l.grid = Dim3{v.NRows(), 1, 1}
+		l.block = Dim3{256, 1, 1}
+	case graph.OpAttentionRows:
+		q, k, v, pos := n.Src[0], n.Src[1], n.Src[2], n.Src[3]
+		heads := n.IParams[0]
+		group, gerr := queryGroup(n)
+		if gerr != nil {
+			return l, gerr
+		}
+		es, suf, cerr := rowCaches(n.Op, append(append([]*graph.Tensor{}, k.Caches...), v.Caches...))
+		if cerr != nil {
+			return l, cerr
+		}
+		kt, kerr := b.ptrTable(p, k.Caches, get)
+		vt, verr := b.ptrTable(p, v.Caches, get)
+		if kerr != nil || verr != nil {
+			return l, fmt.Errorf("cuda: attention_rows: %v", errors.Join(kerr, verr))
+		}
+		c0 := k.Caches[0]
+		D, C := q.Ne[0]/heads, c0.Ne[1]
+		name = "attention_rows_" + suf
+		a.ptr(get(q)).i32(ld(q, 4)).ptr(kt).ptr(vt).i32(ld(c0, es)).i32(C).ptr(get(pos)).ptr(out).i32(ld(o.out, 4)).
+			i32(D).f32(n.FParams[0]).ptr(b.status).i32(group)
+		l.grid = Dim3{heads, q.NRows(), 1}
+		l.block = Dim3{128, 1, 1}
+		l.shm = (D + C + 128) * 4
 	case graph.OpAttention:
 		q, k, v, pos := n.Src[0], n.Src[1], n.Src[2], n.Src[3]
 		heads := n.IParams[0]

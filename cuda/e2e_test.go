@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/gorun-dev/gorun/cuda"
@@ -342,4 +343,128 @@ func openGPU(t testing.TB) *cuda.Backend {
 	}
 	t.Cleanup(func() { b.Close() })
 	return b
+}
+
+// Concurrent sessions on the GPU run their decode steps as the rows of one batch
+// (store_kv_rows, attention_rows): each still generates Hugging Face's greedy tokens.
+func TestConcurrentSessionsBatch(t *testing.T) {
+	g := openGPU(t)
+	var refs struct {
+		Prompts []struct {
+			Text     string  `json:"text"`
+			IDs      []int32 `json:"ids"`
+			Greedy48 []int32 `json:"greedy48"`
+		} `json:"prompts"`
+	}
+	readJSON(t, fixtures.Path(t, "llama_kjv_refs.json"), &refs)
+	m, err := llm.Load(fixtures.Path(t, "llama-kjv-f16.gguf"), llm.Options{Backend: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	got := make([][]int32, len(refs.Prompts))
+	errs := make([]error, len(refs.Prompts))
+	var wg sync.WaitGroup
+	for i, pr := range refs.Prompts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := m.NewSession()
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer s.Close()
+			_, errs[i] = s.Generate(context.Background(), pr.Text, llm.GenerateOptions{MaxTokens: 48, Sample: llm.SampleOptions{Temperature: 0, RepeatPenalty: 1}},
+				func(string) error { return nil })
+			got[i] = s.Tokens()[len(pr.IDs):]
+		}()
+	}
+	wg.Wait()
+	for i, pr := range refs.Prompts {
+		if errs[i] != nil {
+			t.Fatalf("prompt %d: %v", i, errs[i])
+		}
+		if !slices.Equal(got[i], pr.Greedy48) {
+			t.Errorf("prompt %d %q batched on the GPU:\n got %v\nwant %v (Hugging Face)", i, pr.Text, got[i], pr.Greedy48)
+		}
+	}
+	st := m.DecodeStats()
+	t.Logf("decode steps %d, rows %d, largest batch %d", st.Steps, st.Rows, st.MaxRows)
+	if st.MaxRows < 2 {
+		t.Errorf("the sessions never ran in one batch (largest batch %d)", st.MaxRows)
+	}
+}
+
+// Random tiny GPT-2 and Llama models: twelve sessions generating at once on the GPU (their steps
+// batched, more rows than one mat-vec group) give the tokens each gives alone.
+func TestConcurrentSessionsBatchRandom(t *testing.T) {
+	g := openGPU(t)
+	for _, name := range []string{"tiny", "llama-tiny"} {
+		t.Run(name, func(t *testing.T) {
+			c, err := testmodel.Preset(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.NCtx = 256
+			path := filepath.Join(t.TempDir(), name+".gguf")
+			if err := testmodel.Write(path, c); err != nil {
+				t.Fatal(err)
+			}
+			m, err := llm.Load(path, llm.Options{Backend: g})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.Close()
+			rng := rand.New(rand.NewPCG(21, 21))
+			prompts := make([][]int32, 12)
+			for i := range prompts {
+				prompts[i] = make([]int32, 5+7*i)
+				for j := range prompts[i] {
+					prompts[i][j] = int32(rng.IntN(m.Hparams().NVocab))
+				}
+			}
+			gen := func(p []int32) ([]int32, error) {
+				s, err := m.NewSession()
+				if err != nil {
+					return nil, err
+				}
+				defer s.Close()
+				if _, err := s.EvalContext(context.Background(), p); err != nil {
+					return nil, err
+				}
+				_, err = s.GenerateTokens(context.Background(), "", llm.GenerateOptions{MaxTokens: 24, IgnoreEOS: true,
+					Sample: llm.SampleOptions{Temperature: 0, RepeatPenalty: 1}}, func(llm.Piece) error { return nil })
+				return s.Tokens()[len(p):], err
+			}
+			alone := make([][]int32, len(prompts))
+			for i, p := range prompts {
+				if alone[i], err = gen(p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := m.DecodeStats()
+			together := make([][]int32, len(prompts))
+			errs := make([]error, len(prompts))
+			var wg sync.WaitGroup
+			for i, p := range prompts {
+				wg.Add(1)
+				go func() { defer wg.Done(); together[i], errs[i] = gen(p) }()
+			}
+			wg.Wait()
+			for i := range prompts {
+				if errs[i] != nil {
+					t.Fatal(errs[i])
+				}
+				if !slices.Equal(together[i], alone[i]) {
+					t.Errorf("session %d: batched %v, alone %v", i, together[i], alone[i])
+				}
+			}
+			st := m.DecodeStats()
+			t.Logf("batched: %d steps for %d rows, largest batch %d", st.Steps-before.Steps, st.Rows-before.Rows, st.MaxRows)
+			if st.MaxRows <= 8 {
+				t.Errorf("the sessions never ran in a batch of more than 8 (largest %d)", st.MaxRows)
+			}
+		})
+	}
 }

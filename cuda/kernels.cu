@@ -410,6 +410,11 @@ __device__ __forceinline__ void mv_body(const uint8_t *__restrict__ W, int wrow,
 	int lane = threadIdx.x & 31;
 	if (n >= N) return;
 	const uint8_t *row = W + (size_t)n * wrow;
+	// More than MV_MAXM rows (a batched decode step of many sequences): groups of MV_MAXM, each
+	// row computed exactly as in a launch of its own.
+	for (int m0 = 0; m0 < M; m0 += MV_MAXM) {
+	int Mg = min(M - m0, MV_MAXM);
+	const float *Xg = X + (size_t)m0 * ldx;
 	float acc[MV_MAXM];
 #pragma unroll
 	for (int m = 0; m < MV_MAXM; m++) acc[m] = 0.0f;
@@ -419,8 +424,8 @@ __device__ __forceinline__ void mv_body(const uint8_t *__restrict__ W, int wrow,
 		dq32<T>(row, c, w);
 #pragma unroll
 		for (int m = 0; m < MV_MAXM; m++) {
-			if (m < M) {
-				const float4 *x = (const float4 *)(X + (size_t)m * ldx + 32 * c);
+			if (m < Mg) {
+				const float4 *x = (const float4 *)(Xg + (size_t)m * ldx + 32 * c);
 				float s = 0.0f;
 #pragma unroll
 				for (int i = 0; i < 8; i++) {
@@ -437,7 +442,8 @@ __device__ __forceinline__ void mv_body(const uint8_t *__restrict__ W, int wrow,
 		float s = warp_sum(acc[m]);
 		if (lane == m) out = s;
 	}
-	if (lane < M) Y[(size_t)lane * ldy + n] = epi(out, n, lane, bias, res, ldres, act);
+	if (lane < Mg) Y[(size_t)(m0 + lane) * ldy + n] = epi(out, n, m0 + lane, bias, res, ldres, act);
+	}
 }
 
 // mvs: the mat-vec with each warp's weight rows first copied to shared memory with coalesced
@@ -508,20 +514,24 @@ __device__ __forceinline__ void mvs_body(const uint8_t *__restrict__ W, int wrow
 	for (int r = 0; r < rows; r++) {
 		int n = row0 + r;
 		const uint8_t *row = st + r * wrow;
+		// More than MV_MAXM rows: groups of MV_MAXM, each row computed as in a launch of its own.
+		for (int m0 = 0; m0 < M; m0 += MV_MAXM) {
+		int Mg = min(M - m0, MV_MAXM);
+		const float *Xg = X + (size_t)m0 * ldx;
 		float acc[MV_MAXM];
 #pragma unroll
 		for (int m = 0; m < MV_MAXM; m++) acc[m] = 0.0f;
 		for (int c = lane; c < chunks; c += 32) {
-			if (M == 1) {
-				acc[0] += dot32<T>(row, c, xsm ? (const float4 *)(xs + 36 * c) : (const float4 *)(X + 32 * c));
+			if (Mg == 1) {
+				acc[0] += dot32<T>(row, c, xsm ? (const float4 *)(xs + 36 * c) : (const float4 *)(Xg + 32 * c));
 				continue;
 			}
 			float w[32];
 			dq32<T>(row, c, w);
 #pragma unroll
 			for (int m = 0; m < MV_MAXM; m++) {
-				if (m < M) {
-					const float4 *x = xsm ? (const float4 *)(xs + 36 * c) : (const float4 *)(X + (size_t)m * ldx + 32 * c);
+				if (m < Mg) {
+					const float4 *x = xsm ? (const float4 *)(xs + 36 * c) : (const float4 *)(Xg + (size_t)m * ldx + 32 * c);
 					float s = 0.0f;
 #pragma unroll
 					for (int i = 0; i < 8; i++) {
@@ -538,7 +548,8 @@ __device__ __forceinline__ void mvs_body(const uint8_t *__restrict__ W, int wrow
 			float s = warp_sum(acc[m]);
 			if (lane == m) out = s;
 		}
-		if (lane < M) Y[(size_t)lane * ldy + n] = epi(out, n, lane, bias, res, ldres, act);
+		if (lane < Mg) Y[(size_t)(m0 + lane) * ldy + n] = epi(out, n, m0 + lane, bias, res, ldres, act);
+		}
 	}
 }
 
@@ -760,6 +771,9 @@ __device__ __forceinline__ void mv1_body(const uint8_t *__restrict__ W, int wrow
 	int lane = threadIdx.x & 31;
 	if (n >= N) return;
 	const uint8_t *row = W + (size_t)n * wrow;
+	for (int m0 = 0; m0 < M; m0 += MV_MAXM) { // groups of MV_MAXM rows, as mv_body
+	int Mg = min(M - m0, MV_MAXM);
+	const float *Xg = X + (size_t)m0 * ldx;
 	float acc[MV_MAXM];
 #pragma unroll
 	for (int m = 0; m < MV_MAXM; m++) acc[m] = 0.0f;
@@ -767,7 +781,7 @@ __device__ __forceinline__ void mv1_body(const uint8_t *__restrict__ W, int wrow
 		float w = dq<T>(row, k);
 #pragma unroll
 		for (int m = 0; m < MV_MAXM; m++)
-			if (m < M) acc[m] += w * X[(size_t)m * ldx + k];
+			if (m < Mg) acc[m] += w * Xg[(size_t)m * ldx + k];
 	}
 	float out = 0.0f;
 #pragma unroll
@@ -775,7 +789,8 @@ __device__ __forceinline__ void mv1_body(const uint8_t *__restrict__ W, int wrow
 		float s = warp_sum(acc[m]);
 		if (lane == m) out = s;
 	}
-	if (lane < M) Y[(size_t)lane * ldy + n] = epi(out, n, lane, bias, res, ldres, act);
+	if (lane < Mg) Y[(size_t)(m0 + lane) * ldy + n] = epi(out, n, m0 + lane, bias, res, ldres, act);
+	}
 }
 
 // ---- tiled matrix product for many activation rows: 64 weight rows x 64 activation rows per
@@ -1393,6 +1408,15 @@ extern "C" __global__ void store_kv_f16(__half *cache, int ldc_, int C, const fl
 	store_kv_body(cache, ldc_, C, V, ldv, pos, E, status);
 }
 
+// store_kv_rows: row i goes to its own sequence's cache, caches[i] (batched decoding of several
+// sessions; the table of cache addresses is built when the graph is compiled).
+extern "C" __global__ void store_kv_rows_f32(float *const *caches, int ldc_, int C, const float *V, int ldv, const int *pos, int E, unsigned *status) {
+	store_kv_body(caches[blockIdx.x], ldc_, C, V, ldv, pos, E, status);
+}
+extern "C" __global__ void store_kv_rows_f16(__half *const *caches, int ldc_, int C, const float *V, int ldv, const int *pos, int E, unsigned *status) {
+	store_kv_body(caches[blockIdx.x], ldc_, C, V, ldv, pos, E, status);
+}
+
 // store_kv2 stores K and V of the same rows in one launch (blockIdx.y picks which).
 extern "C" __global__ void store_kv2_f32(float *kc, float *vc, int ldc_, int C, const float *K, const float *V, int ldv,
 		const int *pos, int E, unsigned *status) {
@@ -1509,6 +1533,17 @@ extern "C" __global__ void __launch_bounds__(128) attention_f16(const float *Q, 
 		int ldc_, int C, const int *pos, float *O, int ldo, int D, float scale, unsigned *status, const float *Knew,
 		const float *Vnew, int ldnew, int group) {
 	attention_body(Q, ldq, Kc, Vc, ldc_, C, pos, O, ldo, D, scale, status, Knew, Vnew, ldnew, group);
+}
+
+// attention_rows: attention for rows of several sequences, query row i against its own
+// sequence's caches Kcs[i], Vcs[i]; each row computed exactly as attention_* computes it.
+extern "C" __global__ void __launch_bounds__(128) attention_rows_f32(const float *Q, int ldq, float *const *Kcs, float *const *Vcs,
+		int ldc_, int C, const int *pos, float *O, int ldo, int D, float scale, unsigned *status, int group) {
+	attention_body(Q, ldq, Kcs[blockIdx.y], Vcs[blockIdx.y], ldc_, C, pos, O, ldo, D, scale, status, (const float *)0, (const float *)0, 0, group);
+}
+extern "C" __global__ void __launch_bounds__(128) attention_rows_f16(const float *Q, int ldq, __half *const *Kcs, __half *const *Vcs,
+		int ldc_, int C, const int *pos, float *O, int ldo, int D, float scale, unsigned *status, int group) {
+	attention_body(Q, ldq, Kcs[blockIdx.y], Vcs[blockIdx.y], ldc_, C, pos, O, ldo, D, scale, status, (const float *)0, (const float *)0, 0, group);
 }
 
 // attn_tile_f32: attention for prompt batches, head size 64, f32 caches. A block takes 32

@@ -717,3 +717,62 @@ func testAttentionGQA(t *testing.T, hd, heads, kvHeads int, ct quant.Type, C int
 		checkClose(t, results[g][i], results[c][i], 1e-5)
 	}
 }
+
+// Batched decoding of several sequences: each row stores into and attends over its own caches
+// (store_kv_rows, attention_rows), at its own position, as the CPU computes it; grouped-query
+// heads and f16 caches too.
+func TestAttentionRows(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		typ           quant.Type
+		heads, kvHead int
+		tol           float64
+	}{{"f32", quant.F32, 4, 4, 1e-5}, {"gqa_f32", quant.F32, 4, 2, 1e-5}, {"gqa_f16", quant.F16, 4, 2, 1e-5}} {
+		t.Run(tc.name, func(t *testing.T) { testAttentionRows(t, tc.typ, tc.heads, tc.kvHead, tc.tol) })
+	}
+}
+
+func testAttentionRows(t *testing.T, typ quant.Type, heads, kvHeads int, tol float64) {
+	g := gpu(t)
+	c := cpu.New(2)
+	defer c.Close()
+	const D, C, R, steps = 32, 24, 3, 6
+	E, KV := heads*D, kvHeads*D
+	rng := rand.New(rand.NewPCG(9, 9))
+	type step struct {
+		q, k, v []float32
+		pos     []int32
+	}
+	var ss []step
+	for s := range steps {
+		pos := make([]int32, R)
+		for i := range pos {
+			pos[i] = int32(s + 3*i) // every row at its own place in its own cache
+		}
+		ss = append(ss, step{randF32(rng, E*R, 1), randF32(rng, KV*R, 1), randF32(rng, KV*R, 1), pos})
+	}
+	results := map[graph.Backend][][]float32{}
+	for _, be := range []graph.Backend{c, g} {
+		e := &env{be: be, ctx: graph.NewContext(64), t: t}
+		var kc, vc []*graph.Tensor
+		for i := range R {
+			kc = append(kc, e.cache(fmt.Sprintf("k%d", i), typ, KV, C))
+			vc = append(vc, e.cache(fmt.Sprintf("v%d", i), typ, KV, C))
+		}
+		for _, s := range ss {
+			got, err := run(t, be, 1, func(e2 *env) *graph.Tensor {
+				pos := e2.inputI32("pos", s.pos)
+				k := e2.ctx.StoreKVRows(kc, e2.inputF32("k", s.k, KV, R), pos)
+				v := e2.ctx.StoreKVRows(vc, e2.inputF32("v", s.v, KV, R), pos)
+				return e2.ctx.AttentionRowsGQA(e2.inputF32("q", s.q, E, R), k, v, pos, heads, kvHeads, 0.125)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			results[be] = append(results[be], got)
+		}
+	}
+	for i := range ss {
+		checkClose(t, results[g][i], results[c][i], tol)
+	}
+}

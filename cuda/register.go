@@ -43,11 +43,20 @@ func supports(n *graph.Tensor) error {
 		}
 	case graph.OpStoreKV:
 		return cacheType(n.Op, n.Src[0])
+	case graph.OpStoreKVRows:
+		_, _, err := rowCaches(n.Op, n.Caches)
+		return err
 	case graph.OpAttention:
 		if _, err := queryGroup(n); err != nil {
 			return err
 		}
 		return cacheType(n.Op, n.Src[1])
+	case graph.OpAttentionRows:
+		if _, err := queryGroup(n); err != nil {
+			return err
+		}
+		_, _, err := rowCaches(n.Op, n.Src[1].Caches)
+		return err
 	case graph.OpRoPE:
 		return ropeFits(n)
 	case graph.OpNone, graph.OpView, graph.OpAdd, graph.OpMul, graph.OpGELU, graph.OpScale, graph.OpCopy, graph.OpLayerNorm,
@@ -64,6 +73,28 @@ func cacheType(op graph.Op, c *graph.Tensor) error {
 		return fmt.Errorf("cuda: %v: cache type %v is not supported (f32, f16)", op, c.Type)
 	}
 	return nil
+}
+
+// rowCaches checks the caches of a batch's rows: one type the kernels read, one row length
+// and one size (the kernel takes them once). It returns the element size and the suffix of
+// the kernels' names.
+func rowCaches(op graph.Op, caches []*graph.Tensor) (int, string, error) {
+	if len(caches) == 0 {
+		return 0, "", fmt.Errorf("cuda: %v: no caches", op)
+	}
+	c0 := caches[0]
+	if err := cacheType(op, c0); err != nil {
+		return 0, "", err
+	}
+	for _, c := range caches[1:] {
+		if c.Type != c0.Type || c.Nb[1] != c0.Nb[1] || c.Ne[1] != c0.Ne[1] {
+			return 0, "", fmt.Errorf("cuda: %v: the rows' caches differ in type, row length or size", op)
+		}
+	}
+	if c0.Type == quant.F16 {
+		return 2, "f16", nil
+	}
+	return 4, "f32", nil
 }
 
 // gpuTypes lists the weight types with GPU kernels, in type order.

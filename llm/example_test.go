@@ -77,6 +77,7 @@ func ExampleSession_Stream() {
 		MaxTokens: 64,
 		IgnoreEOS: true,
 		Sample:    llm.SampleOptions{Temperature: 0.8, Seed: 42}, // other filters: llama.cpp's defaults
+		LogProbs:  true,
 	}
 	var text strings.Builder
 	n := 0

@@ -423,7 +423,7 @@ func TestStreamTokensAndLogProbs(t *testing.T) {
 	m := tinyModel(t, nil, Options{Threads: 2})
 	s, _ := m.NewSession()
 	var ps []Piece
-	for p, err := range s.Stream(context.Background(), "a b c", GenerateOptions{MaxTokens: 8, IgnoreEOS: true}) {
+	for p, err := range s.Stream(context.Background(), "a b c", GenerateOptions{MaxTokens: 8, IgnoreEOS: true, LogProbs: true}) {
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -104,6 +104,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 	wantLogprobs := req.Logprobs != nil
 	tok := s.model.Tokenizer()
 	if wantLogprobs {
+		opts.LogProbs = true
 		opts.TopLogprobs = *req.Logprobs // each step's alternatives, when logprobs > 0
 	}
 	resp := completionResponse{ID: newID("cmpl-"), Object: "text_completion", Created: time.Now().Unix(), Model: s.name, SystemFingerprint: fingerprint}
@@ -534,6 +535,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	wantLogprobs := req.Logprobs != nil && *req.Logprobs
+	opts.LogProbs = wantLogprobs
 	if wantLogprobs && req.TopLogprobs != nil {
 		opts.TopLogprobs = *req.TopLogprobs // each step's alternatives, when top_logprobs > 0
 	}
