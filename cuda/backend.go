@@ -106,6 +106,8 @@ type Backend struct {
 	// UseGraphs replays each compiled graph as one CUDA graph (default true; GORUN_CUDA_GRAPHS=0
 	// turns it off, for measuring what the capture saves).
 	UseGraphs bool
+	// tableNow is refreshTables' scratch (no allocation per run)
+	tableNow []byte
 }
 
 type profEntry struct {
@@ -130,8 +132,9 @@ type program struct {
 	// partials hold split-K partial sums (partialSize: the size of the last one)
 	partials    []DevicePtr
 	partialSize int
-	// tables hold the cache addresses of batched rows (store_kv_rows, attention_rows)
-	tables []DevicePtr
+	// tables hold the cache addresses of batched rows (store_kv_rows, attention_rows),
+	// refreshed before every run: the caches of a graph's rows may be rebound between runs
+	tables []cacheTable
 	// decodeRows: the graph is a batched decode step (it has attention_rows); its products
 	// take the mat-vec kernels for up to decodeMaxRows rows
 	decodeRows bool
@@ -444,6 +447,9 @@ func (b *Backend) Compute(g *graph.Graph) error {
 		if err := b.flush(); err != nil {
 			return err
 		}
+		if err := b.refreshTables(p); err != nil {
+			return err
+		}
 		if b.profile {
 			if err := b.profileRun(p); err != nil {
 				return err
@@ -614,8 +620,8 @@ func (b *Backend) dropProgram(g *graph.Graph, p *program) {
 	for _, d := range p.partials {
 		b.free(d)
 	}
-	for _, d := range p.tables {
-		b.free(d)
+	for _, t := range p.tables {
+		b.free(t.dev)
 	}
 	delete(b.progs, g)
 }

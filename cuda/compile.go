@@ -321,8 +321,8 @@ func (b *Backend) compile(g *graph.Graph) (*program, error) {
 			for _, d := range p.partials {
 				b.free(d)
 			}
-			for _, d := range p.tables {
-				b.free(d)
+			for _, t := range p.tables {
+				b.free(t.dev)
 			}
 			return nil, err
 		}
@@ -395,19 +395,67 @@ func (b *Backend) splitK(N, M, K int) int {
 	return 1
 }
 
-// ptrTable uploads the device addresses of tensors ts (the caches of a batch's rows) into
-// device memory owned by p, for kernels that index them per row.
-func (b *Backend) ptrTable(p *program, ts []*graph.Tensor, get func(*graph.Tensor) DevicePtr) (DevicePtr, error) {
-	host := make([]byte, 8*len(ts))
-	for i, t := range ts {
-		binary.LittleEndian.PutUint64(host[8*i:], uint64(get(t)))
-	}
-	d, err := b.alloc(len(host))
-	if err != nil {
+// cacheTable is device memory holding the addresses of the caches of a batch's rows.
+type cacheTable struct {
+	dev    DevicePtr
+	caches []*graph.Tensor // the node's Caches (rebinding them changes what the table must hold)
+	host   []byte          // what dev holds
+}
+
+// ptrTable uploads the device addresses of the caches of a batch's rows into device memory
+// owned by p, for kernels that index them per row; refreshTables keeps it current.
+func (b *Backend) ptrTable(p *program, caches []*graph.Tensor) (DevicePtr, error) {
+	t := cacheTable{caches: caches, host: make([]byte, 8*len(caches))}
+	if err := t.fill(t.host); err != nil {
 		return 0, err
 	}
-	p.tables = append(p.tables, d)
-	return d, b.ctx.CopyHtoD(d, host)
+	var err error
+	if t.dev, err = b.alloc(len(t.host)); err != nil {
+		return 0, err
+	}
+	p.tables = append(p.tables, t)
+	return t.dev, b.ctx.CopyHtoD(t.dev, t.host)
+}
+
+// fill writes the caches' device addresses into dst.
+func (t *cacheTable) fill(dst []byte) error {
+	for i, c := range t.caches {
+		a, err := devAddr(c)
+		if err != nil {
+			return err
+		}
+		binary.LittleEndian.PutUint64(dst[8*i:], uint64(a))
+	}
+	return nil
+}
+
+// refreshTables uploads the tables whose caches were rebound since the last run (checking
+// that the new caches have the shape the kernels were compiled for).
+func (b *Backend) refreshTables(p *program) error {
+	for i := range p.tables {
+		t := &p.tables[i]
+		if cap(b.tableNow) < len(t.host) {
+			b.tableNow = make([]byte, len(t.host))
+		}
+		cur := b.tableNow[:len(t.host)]
+		if err := t.fill(cur); err != nil {
+			return err
+		}
+		if string(cur) == string(t.host) {
+			continue
+		}
+		c0 := t.caches[0]
+		for _, c := range t.caches {
+			if c.Type != c0.Type || c.Nb[1] != c0.Nb[1] || c.Ne[1] != c0.Ne[1] {
+				return fmt.Errorf("cuda: the rows' caches were rebound to caches of another type or shape")
+			}
+		}
+		copy(t.host, cur)
+		if err := b.ctx.CopyHtoD(t.dev, t.host); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // partial returns device memory of at least n bytes for split-K partial sums, owned by p.
@@ -724,7 +772,7 @@ func (b *Backend) emit(p *program, o op, where func(*graph.Tensor) (DevicePtr, e
 		if cerr != nil {
 			return l, cerr
 		}
-		table, terr := b.ptrTable(p, n.Caches, get)
+		table, terr := b.ptrTable(p, n.Caches)
 		if terr != nil {
 			return l, terr
 		}
@@ -744,8 +792,8 @@ func (b *Backend) emit(p *program, o op, where func(*graph.Tensor) (DevicePtr, e
 		if cerr != nil {
 			return l, cerr
 		}
-		kt, kerr := b.ptrTable(p, k.Caches, get)
-		vt, verr := b.ptrTable(p, v.Caches, get)
+		kt, kerr := b.ptrTable(p, k.Caches)
+		vt, verr := b.ptrTable(p, v.Caches)
 		if kerr != nil || verr != nil {
 			return l, fmt.Errorf("cuda: attention_rows: %v", errors.Join(kerr, verr))
 		}

@@ -19,6 +19,8 @@ const (
 	OpAttention           // causal multi-head attention of Src0 q [E, N] over caches Src1 K, Src2 V [E, C] at positions Src3; IParams[0] = heads, IParams[1] = key/value heads (0: heads), FParams[0] = scale
 	OpCopy                // Src0 copied into a packed tensor
 	// OpStoreKVRows writes row i of Src0 [D, N] into the cache Caches[i] at row positions[i]
+	// (Caches may be rebound, to caches of the same type and shape, between computations of
+	// one graph: backends read them at every computation)
 	// (Src1, I32 [N]): rows of several sequences, each with its own cache. The node is a view
 	// of Src0 whose readers run after the store.
 	OpStoreKVRows

@@ -36,15 +36,24 @@ type batcher struct {
 	// noRows: the backend cannot run the batch graph; sessions take turns.
 	noRows bool
 
-	// The graph of the last batch composition (rebuilt when the sessions in it change).
+	// One graph per batch size, built on first use; a batch of other sessions rebinds its
+	// rows' caches in place (see rebind), so sessions coming and going cost no rebuild.
+	graphs map[int]*rowsGraph
+	cur    *rowsGraph // the graph of the last batch
+	builds int        // graphs built (for tests: membership changes must not rebuild)
+	tok    []int32
+	pos    []int32
+	logits []float32
+}
+
+// rowsGraph is the batch graph for some number of rows and the sessions whose caches its
+// rows use now.
+type rowsGraph struct {
 	ctx     *graph.Context
 	g       *graph.Graph
 	arena   *graph.Buffer
 	step    models.Step
 	members []*Session
-	tok     []int32
-	pos     []int32
-	logits  []float32
 }
 
 // stepRequest is a session's place in the batcher's queue.
@@ -242,18 +251,19 @@ func (b *batcher) runRows(m *Model, batch []*Session) error {
 		b.tok = append(b.tok, s.tokens[s.npast])
 		b.pos = append(b.pos, int32(s.npast))
 	}
-	if err := be.Write(b.step.Tokens, i32Bytes(b.tok)); err != nil {
+	rg := b.cur
+	if err := be.Write(rg.step.Tokens, i32Bytes(b.tok)); err != nil {
 		return err
 	}
-	if err := be.Write(b.step.Positions, i32Bytes(b.pos)); err != nil {
+	if err := be.Write(rg.step.Positions, i32Bytes(b.pos)); err != nil {
 		return err
 	}
-	err := m.compute(b.g, nil)
+	err := m.compute(rg.g, nil)
 	if err != nil {
 		return err
 	}
 	V := m.arch.Hparams().NVocab
-	if err := be.Read(b.step.Logits, quant.F32Bytes(b.logits[:len(batch)*V])); err != nil {
+	if err := be.Read(rg.step.Logits, quant.F32Bytes(b.logits[:len(batch)*V])); err != nil {
 		return err
 	}
 	for i, s := range batch {
@@ -264,55 +274,91 @@ func (b *batcher) runRows(m *Model, batch []*Session) error {
 	return nil
 }
 
-// build makes the batch graph for these sessions unless the last one was for the same.
+// build readies the batch graph for these sessions: the graph of their number, built on first
+// use, with its rows' caches rebound to theirs.
 func (b *batcher) build(m *Model, batch []*Session) error {
-	same := b.g != nil && len(b.members) == len(batch)
-	for i := 0; same && i < len(batch); i++ {
-		same = b.members[i] == batch[i]
-	}
-	if same {
-		return nil
-	}
-	b.members = append(b.members[:0], batch...)
-	b.g = nil
-	if b.ctx == nil {
-		b.ctx = graph.NewContext(m.arch.MaxTensors())
-	}
-	b.ctx.Reset()
-	caches := make([]*kvcache.Cache, len(batch))
-	for i, s := range batch {
-		caches[i] = s.cache
-	}
-	step, err := m.arch.BuildRows(b.ctx, caches)
-	if err != nil {
-		b.members = b.members[:0]
-		return err
-	}
-	g := graph.NewGraph(b.ctx.Used())
-	if err := g.Build(step.Logits); err != nil {
-		b.members = b.members[:0]
-		return err
-	}
-	size, err := g.Plan()
-	if err != nil {
-		b.members = b.members[:0]
-		return err
-	}
-	if b.arena == nil || b.arena.Size < size {
-		if b.arena, err = m.be.Alloc(size); err != nil {
-			b.members = b.members[:0]
-			return fmt.Errorf("allocating %d bytes of compute memory: %w", size, err)
+	rg := b.graphs[len(batch)]
+	if rg == nil {
+		var err error
+		if rg, err = b.newRowsGraph(m, batch); err != nil {
+			return err
 		}
+		if b.graphs == nil {
+			b.graphs = map[int]*rowsGraph{}
+		}
+		b.graphs[len(batch)] = rg
+		b.builds++
+	} else {
+		rg.rebind(batch)
 	}
-	if err := g.Bind(b.arena); err != nil {
-		b.members = b.members[:0]
-		return err
-	}
-	b.g, b.step = g, step
+	b.cur = rg
 	if n := len(batch) * m.arch.Hparams().NVocab; len(b.logits) < n {
 		b.logits = make([]float32, n)
 	}
 	return nil
+}
+
+// newRowsGraph builds, plans and binds the batch graph for the sessions of batch.
+func (b *batcher) newRowsGraph(m *Model, batch []*Session) (*rowsGraph, error) {
+	rg := &rowsGraph{ctx: graph.NewContext(m.arch.MaxTensors()), members: append([]*Session(nil), batch...)}
+	caches := make([]*kvcache.Cache, len(batch))
+	for i, s := range batch {
+		caches[i] = s.cache
+	}
+	step, err := m.arch.BuildRows(rg.ctx, caches)
+	if err != nil {
+		return nil, err
+	}
+	g := graph.NewGraph(rg.ctx.Used())
+	if err := g.Build(step.Logits); err != nil {
+		return nil, err
+	}
+	size, err := g.Plan()
+	if err != nil {
+		return nil, err
+	}
+	if rg.arena, err = m.be.Alloc(size); err != nil {
+		return nil, fmt.Errorf("allocating %d bytes of compute memory: %w", size, err)
+	}
+	if err := g.Bind(rg.arena); err != nil {
+		return nil, err
+	}
+	rg.g, rg.step = g, step
+	return rg, nil
+}
+
+// rebind points the graph's rows at the caches of batch's sessions: in every node that
+// reads or writes per-row caches (graph.Tensor.Caches, which backends read at each
+// computation), row i's tensor of its old session becomes the same layer's tensor of
+// batch[i]'s session. Every session's cache has the model's shape, so nothing else changes.
+func (rg *rowsGraph) rebind(batch []*Session) {
+	same := true
+	for i := range batch {
+		same = same && rg.members[i] == batch[i]
+	}
+	if same {
+		return
+	}
+	swap := make([]map[*graph.Tensor]*graph.Tensor, len(batch))
+	for i, s := range batch {
+		old := rg.members[i].cache
+		if old == s.cache {
+			continue
+		}
+		swap[i] = make(map[*graph.Tensor]*graph.Tensor, 2*len(old.K))
+		for l := range old.K {
+			swap[i][old.K[l]] = s.cache.K[l]
+			swap[i][old.V[l]] = s.cache.V[l]
+		}
+	}
+	for _, n := range rg.g.Nodes {
+		for i, c := range n.Caches {
+			if r, ok := swap[i][c]; ok {
+				n.Caches[i] = r
+			}
+		}
+	}
+	copy(rg.members, batch)
 }
 
 // DecodeStats counts the model's single-token steps since it was loaded: how many steps ran

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gorun-dev/gorun/backend"
 	"github.com/gorun-dev/gorun/cpu"
 	"github.com/gorun-dev/gorun/graph"
 	"github.com/gorun-dev/gorun/internal/fixtures"
@@ -97,7 +98,9 @@ func checkBatchedStep(t *testing.T, preset string, withFixtures bool) {
 				s.tokens = append(s.tokens, int32(30*i))
 				batch = append(batch, s)
 			}
-			for _, sub := range [][]*Session{batch, batch[1:4], batch[:2]} {
+			// The last two reuse the graphs of sizes 2 and 3 with other sessions' caches.
+			subs := [][]*Session{batch, batch[1:4], batch[:2], {batch[3], batch[4]}, {batch[0], batch[2], batch[4]}}
+			for _, sub := range subs {
 				for _, s := range sub {
 					s.npast = len(s.tokens) - 1
 				}
@@ -112,6 +115,9 @@ func checkBatchedStep(t *testing.T, preset string, withFixtures bool) {
 						}
 					}
 				}
+			}
+			if m.batch.builds != 3 {
+				t.Errorf("%s: %d batch graphs built for batches of 5, 3, 2, 2 and 3 sessions (want one per size)", name, m.batch.builds)
 			}
 			m.Close()
 		}
@@ -339,5 +345,64 @@ func TestPromptSlicedWhileOthersGenerate(t *testing.T) {
 		if got[i] != want[i] {
 			t.Fatalf("logit %d: sliced %v, whole %v", i, got[i], want[i])
 		}
+	}
+}
+
+// On a real GPU (a cuda build on a machine with one): batched steps, with the rows' caches
+// rebound between batches of the same size, give each session's logits bit for bit as its
+// own decode graph does.
+func TestBatchedStepGPU(t *testing.T) {
+	if d, err := backend.GPU(); err != nil || d.Name == "fakegpu" {
+		t.Skip("no GPU backend in this build")
+	}
+	c, _ := testmodel.Preset("llama-tiny")
+	path := filepath.Join(t.TempDir(), "m.gguf")
+	if err := testmodel.Write(path, c); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Load(path, Options{GPULayers: 99})
+	if err != nil {
+		t.Skipf("GPU: %v", err)
+	}
+	defer m.Close()
+	V := m.Hparams().NVocab
+	var batch []*Session
+	var want [][]float32
+	for i := range 12 {
+		p := []int32{int32(3 + i), int32(40 + 2*i), 7}[:1+i%3]
+		s, _ := m.NewSession()
+		if _, err := s.Eval(p); err != nil {
+			t.Fatal(err)
+		}
+		l, err := s.Eval([]int32{int32(5 * i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, append([]float32(nil), l...))
+		if err := s.Rewind(len(p)); err != nil {
+			t.Fatal(err)
+		}
+		s.tokens = append(s.tokens, int32(5*i))
+		batch = append(batch, s)
+	}
+	subs := [][]*Session{batch, batch[:3], {batch[4], batch[7], batch[9]}, batch[2:12], {batch[0], batch[1], batch[5], batch[6], batch[8], batch[10], batch[11], batch[3], batch[2], batch[4]}}
+	for _, sub := range subs {
+		for _, s := range sub {
+			s.npast = len(s.tokens) - 1
+		}
+		if err := m.batch.run(m, append([]*Session(nil), sub...)); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range sub {
+			i := indexOf(batch, s)
+			for j := 0; j < V; j++ {
+				if s.logits[j] != want[i][j] {
+					t.Fatalf("batch of %d: session %d logit %d: batched %v, alone %v", len(sub), i, j, s.logits[j], want[i][j])
+				}
+			}
+		}
+	}
+	if m.batch.noRows || m.batch.builds != 3 {
+		t.Errorf("noRows %v, %d graphs built for batches of 12, 3, 3, 10, 10 (want 3)", m.batch.noRows, m.batch.builds)
 	}
 }
