@@ -162,31 +162,19 @@ func (f *runFlags) shifting() bool {
 	return !f.noCtxShift && (f.ctxShift || f.interactiveMode())
 }
 
-// generateOptions are the sampling options in llm's terms, where a zero option means its
-// default.
+// generateOptions are the sampling options in llm's terms, which give each value the
+// command's meaning (0 turns a filter off, -1 is the whole context).
 func (f *runFlags) generateOptions(seed uint64) llm.GenerateOptions {
-	opts := llm.GenerateOptions{IgnoreEOS: f.ignoreEOS, Sample: llm.SampleOptions{
+	return llm.GenerateOptions{IgnoreEOS: f.ignoreEOS, Sample: llm.SampleOptions{
 		Temperature: float32(f.temp), TopK: f.topK, TopP: float32(f.topP), MinP: float32(f.minP),
-		RepeatPenalty: float32(f.rep), RepeatLastN: f.repN, Seed: seed,
+		RepeatPenalty: float32(f.rep), RepeatLastN: max(f.repN, llm.WholeContext), Seed: seed,
 		// llama.cpp's penalties: over the last --repeat-last-n tokens, prompt included.
 		FrequencyPenalty: float32(f.freq), PresencePenalty: float32(f.pres), LogitBias: f.bias,
 	}}
-	if f.topK == 0 {
-		opts.Sample.TopK = llm.NoTopK
-	}
-	if f.minP == 0 {
-		opts.Sample.MinP = llm.NoMinP
-	}
-	switch {
-	case f.repN == 0: // no window: no penalties
-		opts.Sample.RepeatPenalty, opts.Sample.FrequencyPenalty, opts.Sample.PresencePenalty = 1, 0, 0
-	case f.repN < 0:
-		opts.Sample.RepeatLastN = llm.WholeContext
-	}
-	return opts
 }
 
-// resolveSeed returns --seed, or a random seed (printed when sampling draws from it).
+// resolveSeed returns --seed, or for -1 (llm.RandomSeed) a random seed, printed when sampling
+// draws from it. One seed serves every turn of an interactive run.
 func (f *runFlags) resolveSeed(stderr io.Writer) uint64 {
 	if f.seed >= 0 {
 		return uint64(f.seed)
@@ -220,12 +208,12 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	seed := f.resolveSeed(stderr)
 	m, err := f.mf.load(stderr)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
+	seed := f.resolveSeed(stderr) // printed once the model is loaded: a run that fails first used none
 	for id := range f.bias {
 		if int(id) >= m.Tokenizer().VocabSize() {
 			return usageError(fs, stderr, "--logit-bias: token %d is not in the vocabulary of %d tokens", id, m.Tokenizer().VocabSize())
@@ -268,13 +256,7 @@ func runOnce(g *generator, f *runFlags, text string, stdout, stderr io.Writer) e
 		out.WriteString(p.Text)
 		return out.Flush() // stream: the user sees each piece as it is made
 	}
-	var st llm.Stats
-	var err error
-	if f.n == 0 { // llama-cli's -n 0: nothing generated (llm's MaxTokens 0 means its default)
-		st.Stop = llm.StopLength
-	} else {
-		st, err = g.run(ctx, text, f.n, emit)
-	}
+	st, err := g.run(ctx, text, f.n, emit)
 	out.Flush()
 	fmt.Fprintln(stderr)
 	if st.Stop == llm.StopContextFull {
