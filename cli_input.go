@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"strconv"
 	"strings"
 
@@ -28,6 +30,22 @@ func readInput(option, path string, limit int64) ([]byte, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", option, err)
+	}
+	return b, nil
+}
+
+// isStdin reports whether an input file name means the standard input: "-" or /dev/stdin
+// (which osutil.ReadFile, refusing devices and pipes, would not read).
+func isStdin(path string) bool { return path == "-" || path == "/dev/stdin" }
+
+// readStdin reads the standard input to its end, refusing more than limit bytes.
+func readStdin(option string, limit int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(os.Stdin, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: reading the standard input: %w", option, err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s: the standard input is over the limit of %d MiB for this input", option, limit>>20)
 	}
 	return b, nil
 }

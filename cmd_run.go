@@ -60,6 +60,10 @@ type runFlags struct {
 	keep                           int
 	ctxShift, noCtxShift           bool
 	verbosePrompt                  bool
+	special                        bool
+	promptCache                    string
+	log                            logFlags
+	info                           io.Writer // informational lines: stderr, unless --log-disable
 }
 
 func (f *runFlags) register(fs *flag.FlagSet) {
@@ -91,7 +95,6 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.seed, "s", -1, "same as --seed")
 	fs.BoolVar(&f.noPrompt, "no-display-prompt", false, "do not echo the prompt")
 	fs.BoolVar(&f.ignoreEOS, "ignore-eos", false, "keep generating past the end-of-text token")
-	fs.Bool("no-mmap", false, "accepted for llama-cli's command lines; no effect (gorun reads the model as it always does)")
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
 	fs.BoolVar(&f.interactive, "i", false, "interactive mode: after each answer (end of text, -n tokens, a reverse prompt, Ctrl-C) the user types the next input")
 	fs.BoolVar(&f.interactive, "interactive", false, "same as -i")
@@ -109,7 +112,33 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.ctxShift, "context-shift", false, "when the context fills, drop the older half of what follows --keep and go on (the default in interactive mode)")
 	fs.BoolVar(&f.noCtxShift, "no-context-shift", false, "stop when the context fills (the default without -i)")
 	fs.BoolVar(&f.verbosePrompt, "verbose-prompt", false, "print each text put into the context (-cnv: each turn as the chat template renders it) and its token count to stderr")
+	fs.BoolVar(&f.special, "sp", false, "print special tokens' text: gorun always does (the end-of-text token ends the text unless --ignore-eos)")
+	fs.BoolVar(&f.special, "special", false, "same as -sp")
+	fs.StringVar(&f.promptCache, "prompt-cache", "", "keep the prompt's evaluated state in `FILE`: reuse what it holds of the prompt, save it after the prompt (not with -i, -cnv)")
+	f.log.register(fs)
 	f.mf.chat.register(fs)
+}
+
+// parse reads the command line. Besides -m and -p, the model and the prompt may be
+// positional, as ollama's "run MODEL PROMPT": the first argument is the model when -m is not
+// given, and the rest (joined by spaces) the prompt when neither -p nor -f is.
+func (f *runFlags) parse(fs *flag.FlagSet, args []string, stderr io.Writer) error {
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if f.mf.model == "" && len(pos) > 0 {
+		f.mf.model, pos = pos[0], pos[1:]
+	}
+	switch {
+	case f.mf.model == "":
+		return usageError(fs, stderr, "no model: use -m FILE (or gorun run MODEL PROMPT)")
+	case len(pos) > 0 && (f.prompt != "" || f.promptFile != ""):
+		return usageError(fs, stderr, "unexpected argument %q: the prompt is given by -p or -f already", pos[0])
+	case len(pos) > 0:
+		f.prompt = strings.Join(pos, " ")
+	}
+	return resolveModel(&f.mf.model, stderr)
 }
 
 // check refuses out-of-range and conflicting options, naming them, and processes the escapes
@@ -132,6 +161,8 @@ func (f *runFlags) check(fs *flag.FlagSet, stderr io.Writer) error {
 		{f.cnv && f.noCnv, "-cnv", "and -no-cnv contradict each other"},
 		{f.cnv && (f.inPrefix != "" || f.inSuffix != ""), "--in-prefix/--in-suffix", "do not apply to -cnv (its template wraps the input): use -i"},
 		{f.system != "" && !f.cnv, "-sys", "needs -cnv (conversation mode)"},
+		{f.promptCache != "" && f.interactiveMode(), "--prompt-cache", "does not apply to -i, -if, -cnv"},
+		{isStdin(f.promptFile) && f.interactiveMode(), "-f " + f.promptFile, "reads the prompt from the input, which -i, -if, -cnv read the user's lines from: use -p or a file"},
 	} {
 		if c.bad {
 			return usageError(fs, stderr, "%s %s", c.name, c.want)
@@ -190,7 +221,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("run", "gorun -m MODEL.gguf -p PROMPT [options]: generate text after a prompt (-i: interactively)", stderr)
 	var f runFlags
 	f.register(fs)
-	if err := parseModelFlags(fs, args, &f.mf.model, stderr); err != nil {
+	if err := f.parse(fs, args, stderr); err != nil {
 		if f.version && !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(stdout, versionLine())
 			return nil
@@ -208,12 +239,18 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	m, err := f.mf.load(stderr)
+	info, closeLog, err := f.log.open(stderr)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	f.info = info
+	m, err := f.mf.load(info)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	seed := f.resolveSeed(stderr) // printed once the model is loaded: a run that fails first used none
+	seed := f.resolveSeed(info) // printed once the model is loaded: a run that fails first used none
 	for id := range f.bias {
 		if int(id) >= m.Tokenizer().VocabSize() {
 			return usageError(fs, stderr, "--logit-bias: token %d is not in the vocabulary of %d tokens", id, m.Tokenizer().VocabSize())
@@ -224,8 +261,8 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	g := &generator{m: m, sess: sess, opts: f.generateOptions(seed), shift: f.shifting(), keep: f.keep}
-	if f.verbosePrompt {
-		g.verbose = stderr
+	if f.verbosePrompt || f.log.verbose {
+		g.verbose = info
 	}
 	if f.interactiveMode() {
 		return runInteractive(g, &f, text, os.Stdin, stdout, stderr)
@@ -256,12 +293,19 @@ func runOnce(g *generator, f *runFlags, text string, stdout, stderr io.Writer) e
 		out.WriteString(p.Text)
 		return out.Flush() // stream: the user sees each piece as it is made
 	}
-	st, err := g.run(ctx, text, f.n, emit)
+	prompt := text
+	if f.promptCache != "" {
+		if err := g.usePromptCache(ctx, f.promptCache, text, f.info); err != nil {
+			return err
+		}
+		prompt = "" // in the context now
+	}
+	st, err := g.run(ctx, prompt, f.n, emit)
 	out.Flush()
-	fmt.Fprintln(stderr)
+	fmt.Fprintln(f.info)
 	if st.Stop == llm.StopContextFull {
 		fmt.Fprintf(stderr, "gorun: stopped: the context of %d tokens is full\n", g.sess.ContextLength())
 	}
-	printStats(stderr, g, st, f.n, "")
+	printStats(f.info, g, st, f.n, "")
 	return err
 }

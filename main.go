@@ -17,7 +17,8 @@ import (
 const usage = `gorun: run GGUF language models (GPT-2, Llama, Qwen2) in pure Go
 
 Usage:
-  gorun -m MODEL.gguf -p PROMPT [options]      generate text (the default command)
+  gorun -m MODEL.gguf -p PROMPT [options]      generate text (the default command: run)
+  gorun run MODEL PROMPT [options]             the same, ollama's way (MODEL: a file or ORG/NAME[:QUANT])
   gorun tokenize -m MODEL.gguf -p TEXT [--ids] print the tokens of a text
   gorun perplexity -m MODEL.gguf -f TEXT       measure perplexity (llama-perplexity's protocol)
   gorun quantize IN.gguf OUT.gguf TYPE         write a quantized copy of a model
@@ -59,11 +60,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		name, args = args[0], args[1:]
 	}
 	if name == "help" {
-		if len(args) > 0 && commands[args[0]] != nil {
+		switch {
+		case len(args) == 0:
+			name, args = "run", []string{"-h"}
+		case commands[args[0]] != nil:
 			name, args = args[0], []string{"-h"}
-		} else {
-			args = []string{"-h"}
-			name = "run"
+		default:
+			fmt.Fprintf(stderr, "gorun help: unknown command %q (run 'gorun help' for the commands)\n", args[0])
+			return exitUsage
 		}
 	}
 	if len(args) == 0 && name == "run" {

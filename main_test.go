@@ -87,7 +87,7 @@ func TestBadInput(t *testing.T) {
 		want string
 	}{
 		{[]string{"-p", "hi"}, 2, "no model"},
-		{[]string{"-m", tiny, "--bogus"}, 2, "flag provided but not defined"},
+		{[]string{"-m", tiny, "--bogus"}, 2, "unknown option --bogus"},
 		{[]string{"-m", tiny, "-n", "x"}, 2, "invalid value"},
 		{[]string{"-m", tiny, "--top-p", "0"}, 2, "--top-p must be in (0, 1]"},
 		{[]string{"-m", filepath.Join(dir, "missing.gguf"), "-p", "hi"}, 1, "no such file"},

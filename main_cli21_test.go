@@ -1,0 +1,207 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/gorun-dev/gorun/internal/fixtures"
+)
+
+// Issue 21 item 6: llama.cpp's options typed by habit are accepted, with their meaning or as
+// the no-op their help says; the greedy text is the same with all of them.
+func TestCLILlamaHabitFlags(t *testing.T) {
+	tiny := tinyFile(t)
+	base := []string{"-m", tiny, "-p", "a b c", "-n", "16", "--temp", "0", "--no-display-prompt", "-t", "2"}
+	code, want, errs := gorun(base...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, extra := range [][]string{
+		{"--no-warmup"}, {"--color"}, {"--color", "off"}, {"-fa"}, {"-fa", "on"}, {"--flash-attn", "auto"}, {"-fa=off"},
+		{"--mlock"}, {"-tb", "2"}, {"--threads-batch", "1"}, {"-ub", "2"}, {"--ubatch-size", "64"}, {"-sp"}, {"--special"},
+		{"--verbose-prompt"}, {"--no-mmap"}, {"-v"},
+	} {
+		code, out, errs := gorun(append(append([]string(nil), base...), extra...)...)
+		if code != 0 || out != want {
+			t.Errorf("%q: exit %d, text %q, want %q: %s", extra, code, out, want, errs)
+		}
+	}
+	// --log-disable: no informational lines; errors still.
+	code, out, errs := gorun(append(base, "--log-disable")...)
+	if code != 0 || out != want || errs != "" {
+		t.Errorf("--log-disable: exit %d, text %q, stderr %q", code, out, errs)
+	}
+	if code, _, errs := gorun("-m", filepath.Join(t.TempDir(), "none.gguf"), "-p", "hi", "--log-disable"); code != 1 || !strings.Contains(errs, "none.gguf") {
+		t.Errorf("--log-disable hid an error: exit %d, stderr %q", code, errs)
+	}
+	// --log-file: the informational lines also go to the file (appended).
+	logFile := filepath.Join(t.TempDir(), "run.log")
+	for i := 0; i < 2; i++ {
+		if code, _, errs := gorun(append(base, "--log-file", logFile)...); code != 0 || !strings.Contains(errs, "tokens per second") {
+			t.Fatalf("--log-file: exit %d, stderr %q", code, errs)
+		}
+	}
+	if b, err := os.ReadFile(logFile); err != nil || strings.Count(string(b), "stop reason") != 2 {
+		t.Errorf("--log-file %s: %q, %v", logFile, b, err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-fa=maybe"}, "want on, off or auto"},
+		{[]string{"-ub", "0"}, "-ub >= 1"},
+		{[]string{"-i", "--prompt-cache", "x"}, "--prompt-cache does not apply to -i"},
+	} {
+		code, _, errs := gorun(append(append([]string(nil), base...), c.args...)...)
+		if code == 0 || !strings.Contains(errs, c.want) {
+			t.Errorf("%q: exit %d, stderr %q, want %q", c.args, code, errs, c.want)
+		}
+	}
+}
+
+// Issue 21 item 6: --prompt-cache FILE saves the evaluated prompt and a later run reuses it,
+// with the same text; a prompt that shares only its beginning reuses that; a file of another
+// model is reported and replaced.
+func TestCLIPromptCache(t *testing.T) {
+	model := fixtures.Path(t, "gpt2-tiny-f16.gguf")
+	cache := filepath.Join(t.TempDir(), "prompt.bin")
+	const prompt = "In the beginning God created the heaven and the earth."
+	args := func(p string, extra ...string) []string {
+		return append([]string{"-m", model, "-p", p, "-n", "12", "--temp", "0", "--no-display-prompt", "-t", "2"}, extra...)
+	}
+	_, want, _ := gorun(args(prompt)...)
+	code, first, errs := gorun(args(prompt, "--prompt-cache", cache)...)
+	if code != 0 || first != want || !strings.Contains(errs, "does not exist yet") {
+		t.Fatalf("first run: exit %d, text %q (want %q), stderr %q", code, first, want, errs)
+	}
+	if st, err := os.Stat(cache); err != nil || st.Size() == 0 {
+		t.Fatalf("no cache written: %v", err)
+	}
+	code, again, errs := gorun(args(prompt, "--prompt-cache", cache)...)
+	n := len(regexp.MustCompile(`reusing (\d+) of the prompt's (\d+) tokens`).FindStringSubmatch(errs))
+	if code != 0 || again != want || n == 0 {
+		t.Errorf("second run: exit %d, text %q (want %q), stderr %q", code, again, want, errs)
+	}
+	// Another prompt with the same beginning: its shared tokens are reused, the text is its own.
+	other := "In the beginning God made"
+	_, wantOther, _ := gorun(args(other)...)
+	code, got, errs := gorun(args(other, "--prompt-cache", cache)...)
+	if code != 0 || got != wantOther || !strings.Contains(errs, "reusing 4 of the prompt's 5 tokens") {
+		t.Errorf("shared beginning: exit %d, text %q (want %q), stderr %q", code, got, wantOther, errs)
+	}
+	// A cache of another model: reported, replaced, and the text is right.
+	tiny := tinyFile(t)
+	_, wantTiny, _ := gorun("-m", tiny, "-p", prompt, "-n", "12", "--temp", "0", "--no-display-prompt", "-t", "2")
+	code, got, errs = gorun("-m", tiny, "-p", prompt, "-n", "12", "--temp", "0", "--no-display-prompt", "-t", "2", "--prompt-cache", cache)
+	if code != 0 || got != wantTiny || !strings.Contains(errs, "not usable") {
+		t.Errorf("another model's cache: exit %d, text %q (want %q), stderr %q", code, got, wantTiny, errs)
+	}
+}
+
+// Issue 21 item 6: "did you mean" suggests what is close (a typo, a swap, a glued number, the
+// one option a name begins), and nothing for what is not.
+func TestCLIDidYouMean(t *testing.T) {
+	tiny := tinyFile(t)
+	for _, c := range []struct{ opt, want string }{
+		{"--tmep", "did you mean --temp?"},
+		{"-n4", "did you mean -n 4?"},
+		{"-ctx", "did you mean --ctx-size?"},
+		{"--top_k", "did you mean --top-k?"},
+		{"--repeat-penalt", "did you mean --repeat-penalty?"},
+		{"-hff", ""},
+		{"-ctk", ""},
+		{"-xy", ""},
+	} {
+		code, _, errs := gorun("-m", tiny, "-p", "hi", c.opt)
+		if code != 2 || !strings.Contains(errs, "unknown option "+c.opt) {
+			t.Errorf("%s: exit %d, stderr %q", c.opt, code, errs)
+		}
+		if c.want == "" && strings.Contains(errs, "did you mean") || c.want != "" && !strings.Contains(errs, c.want) {
+			t.Errorf("%s: stderr %q, want %q", c.opt, errs, c.want)
+		}
+	}
+}
+
+// Issue 21 item 9: the help groups the options in llama.cpp's sections, each option once with
+// its aliases on one line and two dashes for long names, each default said once; "gorun help
+// bogus" is a usage error like "gorun bogus"; "run" is among the commands.
+func TestCLIHelpGrouped(t *testing.T) {
+	code, out, _ := gorun("-h")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{"----- common params -----", "----- sampling params -----", "----- run params -----",
+		"  -m, --model FILE\n", "  -n, --n-predict, --predict N\n", "  -s, --seed N\n", "  -t, --threads N\n", "gorun run MODEL PROMPT"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("help lacks %q", want)
+		}
+	}
+	if strings.Contains(out, "same as") {
+		t.Error("an alias has its own entry (\"same as\")")
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Count(line, "default") > 1 {
+			t.Errorf("a default said twice: %q", line)
+		}
+		if regexp.MustCompile(`^  -[a-z]{3,}-`).MatchString(line) && !strings.HasPrefix(line, "  -no-cnv") {
+			t.Errorf("a long option with one dash: %q", line)
+		}
+	}
+	if n := strings.Count(out, "\n  -"); n > 70 {
+		t.Errorf("%d option lines: aliases are not grouped", n)
+	}
+	code, out, errs := gorun("help", "bogus")
+	if code != 2 || out != "" || !strings.Contains(errs, `unknown command "bogus"`) {
+		t.Errorf("help bogus: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	if code, _, _ := gorun("bogus"); code != 2 {
+		t.Errorf("bogus: exit %d", code)
+	}
+}
+
+// Issue 21 item 7: the prompt from the standard input (-f -, -f /dev/stdin), as a positional
+// argument (gorun -m M "Hi") and ollama's way (gorun run MODEL "Hi").
+func TestCLIPromptSources(t *testing.T) {
+	tiny := tinyFile(t)
+	gen := func(args ...string) string {
+		t.Helper()
+		code, out, errs := gorun(append(args, "-n", "8", "--temp", "0", "--no-display-prompt", "-t", "2")...)
+		if code != 0 {
+			t.Fatalf("%q: exit %d: %s", args, code, errs)
+		}
+		return out
+	}
+	want := gen("-m", tiny, "-p", "a b c")
+	if got := gen("-m", tiny, "a b c"); got != want {
+		t.Errorf("positional prompt: %q, want %q", got, want)
+	}
+	if got := gen("run", tiny, "a", "b", "c"); got != want {
+		t.Errorf("run MODEL PROMPT: %q, want %q", got, want)
+	}
+	if got := gen("run", tiny, "-p", "a b c"); got != want {
+		t.Errorf("run MODEL -p PROMPT: %q, want %q", got, want)
+	}
+	for _, file := range []string{"-", "/dev/stdin"} {
+		cmd := gorunProcess("-m", tiny, "-f", file, "-n", "8", "--temp", "0", "--no-display-prompt", "-t", "2")
+		cmd.Stdin = strings.NewReader("a b c\n")
+		out, err := cmd.Output()
+		if err != nil || string(out) != want {
+			t.Errorf("-f %s: %q, %v; want %q", file, out, err, want)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-m", tiny, "-p", "hi", "extra"}, `unexpected argument "extra": the prompt is given by -p or -f already`},
+		{[]string{"-p", "hi"}, "no model: use -m FILE (or gorun run MODEL PROMPT)"},
+		{[]string{"-m", tiny, "-f", "-", "-i"}, "-f - reads the prompt from the input"},
+	} {
+		if code, _, errs := gorun(c.args...); code != 2 || !strings.Contains(errs, c.want) {
+			t.Errorf("%q: exit %d, stderr %q, want %q", c.args, code, errs, c.want)
+		}
+	}
+}
