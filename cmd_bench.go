@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gorun-dev/gorun/cpu/kernels"
+	"github.com/gorun-dev/gorun/hub"
 	"github.com/gorun-dev/gorun/llm"
 	"github.com/klauspost/cpuid/v2"
 )
@@ -43,11 +44,25 @@ type benchResult struct {
 	Test     string    `json:"-"`
 }
 
+// hfModels is bench's -hf: each adds hf://ORG/NAME[:QUANT] to the models.
+type hfModels struct{ models *modelList }
+
+func (h hfModels) String() string { return "" }
+func (h hfModels) Set(s string) error {
+	if _, _, err := hub.ParseRef(s); err != nil {
+		return err
+	}
+	*h.models = append(*h.models, "hf://"+s)
+	return nil
+}
+
 func cmdBench(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("bench", "gorun bench -m MODEL.gguf [-p 512] [-n 128] [-r 5] [-t 2,4]: measure prompt and generation speed (like llama-bench)", stderr)
 	var models modelList
 	fs.Var(&models, "m", "model `FILE` (GGUF); several as -m a -m b or -m a,b")
 	fs.Var(&models, "model", "same as -m")
+	fs.Var(hfModels{&models}, "hf", "model `ORG/NAME[:QUANT]` of the Hugging Face Hub, pulled if not in the cache; repeatable")
+	fs.Var(hfModels{&models}, "hf-repo", "same as -hf")
 	pp := fs.String("p", "512", "prompt lengths to test, `N,...` (0: none)")
 	tg := fs.String("n", "128", "generation lengths to test, `N,...` (0: none)")
 	reps := fs.Int("r", 5, "repetitions of each test")

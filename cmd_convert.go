@@ -40,7 +40,7 @@ func cmdConvert(args []string, stdout, stderr io.Writer) error {
 		pos = append(pos, *outFile)
 	}
 	if len(pos) != 2 {
-		return usageError(fs, stderr, "want HF_DIR OUT.gguf, got %d arguments", len(pos))
+		return usageError(fs, stderr, "want HF_DIR OUT.gguf, got %s", plural(len(pos), "argument"))
 	}
 	dir, out := pos[0], pos[1]
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {

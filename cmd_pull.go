@@ -35,7 +35,7 @@ func cmdPull(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if len(pos) != 1 {
-		return usageError(fs, stderr, "want one ORG/NAME[:QUANT], got %d arguments", len(pos))
+		return usageError(fs, stderr, "want one ORG/NAME[:QUANT], got %s", plural(len(pos), "argument"))
 	}
 	repo, quant, err := hub.ParseRef(strings.TrimPrefix(pos[0], "hf://"))
 	if err != nil {

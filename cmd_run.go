@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gorun-dev/gorun/hub"
 	"github.com/gorun-dev/gorun/llm"
 )
 
@@ -128,7 +129,7 @@ func (f *runFlags) parse(fs *flag.FlagSet, args []string, stderr io.Writer) erro
 		return err
 	}
 	if f.mf.model == "" && len(pos) > 0 {
-		f.mf.model, pos = pos[0], pos[1:]
+		f.mf.model, pos = hubName(pos[0]), pos[1:]
 	}
 	switch {
 	case f.mf.model == "":
@@ -139,6 +140,18 @@ func (f *runFlags) parse(fs *flag.FlagSet, args []string, stderr io.Writer) erro
 		f.prompt = strings.Join(pos, " ")
 	}
 	return resolveModel(&f.mf.model, stderr)
+}
+
+// hubName reads a positional model as ollama's run does: a file when one exists there, else a
+// Hub name ORG/NAME[:QUANT] (pulled unless cached).
+func hubName(model string) string {
+	if _, err := os.Stat(model); err == nil || strings.HasSuffix(strings.ToLower(model), ".gguf") {
+		return model
+	}
+	if _, _, err := hub.ParseRef(model); err == nil && strings.Contains(model, "/") {
+		return "hf://" + model
+	}
+	return model
 }
 
 // check refuses out-of-range and conflicting options, naming them, and processes the escapes

@@ -88,10 +88,20 @@ func helpEntries(fs *flag.FlagSet) []helpEntry {
 }
 
 // valueKey identifies the variable a flag sets: its Value when that is a pointer (aliases
-// registered on one variable share it), else nil (no aliases).
+// registered on one variable share it), or a struct's pointer field (a Value wrapping the
+// variable, such as modelPath), else nil (no aliases). The flag's type is part of the key:
+// -m and -hf set one variable but are not aliases.
 func valueKey(v flag.Value) any {
-	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer {
-		return rv.Pointer()
+	type key struct {
+		t reflect.Type
+		p uintptr
+	}
+	rv := reflect.ValueOf(v)
+	switch {
+	case rv.Kind() == reflect.Pointer:
+		return key{rv.Type(), rv.Pointer()}
+	case rv.Kind() == reflect.Struct && rv.NumField() > 0 && rv.Field(0).Kind() == reflect.Pointer:
+		return key{rv.Type(), rv.Field(0).Pointer()}
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/gorun-dev/gorun/hub"
 	"github.com/gorun-dev/gorun/llm"
 )
 
@@ -67,8 +68,10 @@ func (m *modelFlags) register(fs interface {
 	IntVar(*int, string, int, string)
 	BoolVar(*bool, string, bool, string)
 }) {
-	fs.StringVar(&m.model, "m", "", "model `FILE` (GGUF)")
-	fs.StringVar(&m.model, "model", "", "same as -m")
+	fs.Var(modelPath{&m.model}, "m", "model `FILE` (GGUF)")
+	fs.Var(modelPath{&m.model}, "model", "same as -m")
+	fs.Var(hfRef{&m.model}, "hf", "model `ORG/NAME[:QUANT]` of the Hugging Face Hub, pulled if not in the cache (as gorun pull)")
+	fs.Var(hfRef{&m.model}, "hf-repo", "same as -hf")
 	fs.IntVar(&m.threads, "t", 0, "CPU `threads` (default: one per physical core)")
 	fs.IntVar(&m.threads, "threads", 0, "same as -t")
 	fs.IntVar(&m.ctx, "c", 0, "context length in tokens (default: the model's)")
@@ -88,6 +91,46 @@ func (m *modelFlags) register(fs interface {
 	fs.BoolVar(&m.mlock, "mlock", false, "accepted for llama.cpp's command lines; no effect (the model stays mapped from its file)")
 	fs.BoolVar(&m.noWarmup, "no-warmup", false, "accepted for llama.cpp's command lines; no effect (gorun runs no warm-up)")
 	fs.BoolVar(&m.noMmap, "no-mmap", false, "accepted for llama.cpp's command lines; no effect (gorun maps the model as it always does)")
+}
+
+// modelPath is -m FILE, refused after -hf (one model).
+type modelPath struct{ model *string }
+
+func (p modelPath) String() string {
+	if p.model == nil {
+		return ""
+	}
+	return *p.model
+}
+
+func (p modelPath) Set(s string) error {
+	if strings.HasPrefix(*p.model, "hf://") {
+		return fmt.Errorf("-hf %s names the model already", strings.TrimPrefix(*p.model, "hf://"))
+	}
+	*p.model = s
+	return nil
+}
+
+// hfRef is llama.cpp's -hf ORG/NAME[:QUANT]: it sets the model to hf://ORG/NAME[:QUANT],
+// which the commands resolve from the Hub cache or by pulling (resolveModel).
+type hfRef struct{ model *string }
+
+func (h hfRef) String() string {
+	if h.model == nil {
+		return ""
+	}
+	return strings.TrimPrefix(*h.model, "hf://")
+}
+
+func (h hfRef) Set(s string) error {
+	if *h.model != "" && !strings.HasPrefix(*h.model, "hf://") {
+		return fmt.Errorf("-m %s names the model already", *h.model)
+	}
+	if _, _, err := hub.ParseRef(s); err != nil {
+		return err
+	}
+	*h.model = "hf://" + s
+	return nil
 }
 
 // onOffAuto is llama.cpp's -fa: on, off, auto, or alone (on).

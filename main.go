@@ -26,6 +26,9 @@ Usage:
   gorun random-model -shape 124M -o OUT.gguf   write a random-weight GPT-2 for benchmarks
   gorun convert HF_DIR OUT.gguf [--outtype T]  convert a Hugging Face GPT-2 (safetensors) to GGUF
   gorun pull ORG/NAME[:QUANT]                  download a model from the Hugging Face Hub
+  gorun list                                   the models pulled (Hugging Face cache)
+  gorun show MODEL                             a model's name, architecture, quantization, size, context
+  gorun rm ORG/NAME[:QUANT]                    remove a pulled model
   gorun serve -m MODEL.gguf [--port 8080]      OpenAI-compatible HTTP server
   gorun help [COMMAND]                         show help
 
@@ -45,6 +48,9 @@ var commands = map[string]func(args []string, stdout, stderr io.Writer) error{
 	"convert":      cmdConvert,
 	"pull":         cmdPull,
 	"serve":        cmdServe,
+	"list":         cmdList,
+	"show":         cmdShow,
+	"rm":           cmdRm,
 }
 
 // errUsage marks errors caused by the command line (already explained on stderr).

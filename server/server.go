@@ -314,11 +314,36 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	hp := s.model.Hparams()
+	meta := map[string]any{"n_vocab": hp.NVocab, "n_ctx_train": hp.NCtx, "n_embd": hp.NEmbd, "n_ctx": s.model.ContextLength(),
+		"architecture": hp.Arch, "n_layer": hp.NLayer, "slots": s.cfg.Parallel}
+	// llama-server's n_params and size (of the tensors), and the weights' main type.
+	if f := s.model.File(); f != nil {
+		var params, size uint64
+		bytesOf := map[string]uint64{}
+		for _, ti := range f.Tensors {
+			n := uint64(1)
+			for _, d := range ti.Dims {
+				n *= uint64(d)
+			}
+			params += n
+			size += uint64(ti.Size)
+			if len(ti.Dims) == 2 {
+				bytesOf[ti.Type.String()] += uint64(ti.Size)
+			}
+		}
+		meta["n_params"], meta["size"] = params, size
+		main := ""
+		for t, b := range bytesOf {
+			if main == "" || b > bytesOf[main] || b == bytesOf[main] && t < main {
+				main = t
+			}
+		}
+		meta["type"] = main
+	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"object": "list",
 		"data": []map[string]any{{
-			"id": s.name, "object": "model", "created": s.created, "owned_by": "gorun",
-			"meta": map[string]any{"n_vocab": hp.NVocab, "n_ctx_train": hp.NCtx, "n_embd": hp.NEmbd, "n_ctx": s.model.ContextLength()},
+			"id": s.name, "object": "model", "created": s.created, "owned_by": "gorun", "meta": meta,
 		}},
 	})
 }

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/gorun-dev/gorun/hub/hubtest"
+	"github.com/gorun-dev/gorun/internal/fixtures"
+)
+
+// Issue 21 item 3: models by name. -hf ORG/NAME:QUANT pulls and runs (run, bench, serve, and
+// ollama's "run NAME PROMPT"); list, show and rm work over the cache; /v1/models says what the
+// server serves.
+func TestModelsByName(t *testing.T) {
+	q8 := fixtures.Path(t, "gpt2-tiny-q8_0.gguf")
+	q8Bytes, err := os.ReadFile(q8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f16Bytes, err := os.ReadFile(fixtures.Path(t, "gpt2-tiny-f16.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const commit = "0123456789abcdef0123456789abcdef01234567"
+	s := hubtest.New(map[string]*hubtest.Repo{
+		"test/tiny-GGUF": {Commit: commit, Files: map[string][]byte{"tiny.Q8_0.gguf": q8Bytes, "tiny.F16.gguf": f16Bytes}},
+	})
+	defer s.Close()
+	t.Setenv("HF_HOME", t.TempDir())
+	t.Setenv("HF_HUB_CACHE", "")
+	t.Setenv("HF_ENDPOINT", s.URL)
+	t.Setenv("HF_TOKEN", "")
+	t.Setenv("HF_HUB_OFFLINE", "")
+	if runtime.GOOS == "linux" {
+		t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	}
+	if code, out, errs := gorun("list"); code != 0 || strings.Count(out, "\n") != 1 || !strings.HasPrefix(out, "NAME") {
+		t.Fatalf("list of an empty cache: exit %d, %q, %s", code, out, errs)
+	}
+	gen := []string{"-p", "In the beginning", "-n", "8", "--temp", "0", "--no-display-prompt", "-t", "2"}
+	_, want, _ := gorun(append([]string{"-m", q8}, gen...)...)
+	code, got, errs := gorun(append([]string{"-hf", "test/tiny-GGUF:Q8_0"}, gen...)...)
+	if code != 0 || got != want {
+		t.Fatalf("-hf: exit %d, %q (want %q): %s", code, got, want, errs)
+	}
+	if code, got, errs := gorun("run", "test/tiny-GGUF:q8_0", "In the beginning", "-n", "8", "--temp", "0", "--no-display-prompt", "-t", "2"); code != 0 || got != want {
+		t.Errorf("run NAME PROMPT: exit %d, %q (want %q): %s", code, got, want, errs)
+	}
+	if code, _, errs := gorun("-hf", "test/tiny-GGUF", "-m", q8, "-p", "x"); code != 2 || !strings.Contains(errs, "-hf") {
+		t.Errorf("-hf and -m: exit %d, %s", code, errs)
+	}
+
+	code, out, errs := gorun("list")
+	if code != 0 || !strings.Contains(out, "test/tiny-GGUF:Q8_0") || !strings.Contains(out, "gpt2") || strings.Contains(out, "F16") {
+		t.Errorf("list: exit %d, %q, %s", code, out, errs)
+	}
+	code, out, errs = gorun("show", "test/tiny-GGUF:Q8_0")
+	for _, want := range []string{"architecture", "gpt2", "quantization", "Q8_0", "context length", "parameters", "size"} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("show: exit %d, %q lacks %q: %s", code, out, want, errs)
+		}
+	}
+	if code, out, _ := gorun("show", q8); code != 0 || !strings.Contains(out, "Q8_0") {
+		t.Errorf("show FILE: exit %d, %q", code, out)
+	}
+	if code, _, errs := gorun("show", "test/other"); code != 1 || !strings.Contains(errs, "not in the cache") {
+		t.Errorf("show of what is not cached: exit %d, %s", code, errs)
+	}
+	if code, out, errs := gorun("bench", "-hf", "test/tiny-GGUF:Q8_0", "-p", "8", "-n", "4", "-r", "1", "-t", "2"); code != 0 || !strings.Contains(out, "tg4") {
+		t.Errorf("bench -hf: exit %d, %q, %s", code, out, errs)
+	}
+
+	url, stop := serveFor(t, "-hf", "test/tiny-GGUF:Q8_0")
+	resp, err := http.Get(url + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var models struct {
+		Data []struct {
+			ID   string         `json:"id"`
+			Meta map[string]any `json:"meta"`
+		} `json:"data"`
+	}
+	json.NewDecoder(resp.Body).Decode(&models)
+	resp.Body.Close()
+	stop()
+	if len(models.Data) != 1 || models.Data[0].Meta["architecture"] != "gpt2" || models.Data[0].Meta["type"] != "q8_0" ||
+		models.Data[0].Meta["n_params"].(float64) < 1000 || models.Data[0].Meta["size"].(float64) < 1000 {
+		t.Errorf("/v1/models: %+v", models)
+	}
+
+	code, out, errs = gorun("rm", "test/tiny-GGUF:Q8_0")
+	if code != 0 || !strings.Contains(out, "removed ") {
+		t.Errorf("rm: exit %d, %q, %s", code, out, errs)
+	}
+	if _, out, _ := gorun("list"); strings.Contains(out, "tiny-GGUF") {
+		t.Errorf("after rm, list: %q", out)
+	}
+	if code, _, errs := gorun("rm", "test/tiny-GGUF"); code != 1 || !strings.Contains(errs, "not in the Hub cache") {
+		t.Errorf("rm of what is gone: exit %d, %s", code, errs)
+	}
+}
