@@ -2,8 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"os"
+	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -102,5 +106,59 @@ func TestModelsByName(t *testing.T) {
 	}
 	if code, _, errs := gorun("rm", "test/tiny-GGUF"); code != 1 || !strings.Contains(errs, "not in the Hub cache") {
 		t.Errorf("rm of what is gone: exit %d, %s", code, errs)
+	}
+}
+
+// Issue 21 item 5: the server logs one line per request (method, path, status, client, tokens
+// in and out, time to first token, tokens per second), never the API key or, unless -v, the
+// prompt; --log-file also writes it to a file.
+func TestServeAccessLog(t *testing.T) {
+	model := fixtures.Path(t, "gpt2-tiny-f16.gguf")
+	const prompt, key = "In the beginning God created", "sekrit-key-123"
+	for _, verbose := range []bool{false, true} {
+		logFile := filepath.Join(t.TempDir(), "serve.log")
+		args := []string{"-m", model, "--log-file", logFile, "--api-key", key}
+		if verbose {
+			args = append(args, "-v")
+		}
+		url, stop := serveFor(t, args...)
+		post := func(body, auth string) int {
+			req, _ := http.NewRequest("POST", url+"/v1/completions?api_key="+key, strings.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+auth)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		body := fmt.Sprintf(`{"prompt":%q,"max_tokens":5,"temperature":0,"ignore_eos":true}`, prompt)
+		if c := post(body, key); c != 200 {
+			t.Fatalf("completion: %d", c)
+		}
+		if c := post(strings.Replace(body, "}", `,"stream":true}`, 1), key); c != 200 {
+			t.Fatalf("stream: %d", c)
+		}
+		if c := post(body, "wrong"); c != 401 {
+			t.Fatalf("wrong key: %d", c)
+		}
+		stop()
+		b, err := os.ReadFile(logFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		log := string(b)
+		lines := regexp.MustCompile(`(?m)^\d{4}-\d\d-\d\dT[0-9:.]+Z POST "/v1/completions" 200 client=127\.0\.0\.1:\d+ in=5 out=5 ttft=[0-9.]+ms tps=[0-9.]+ time=[0-9.]+s`).FindAllString(log, -1)
+		if len(lines) != 2 || !regexp.MustCompile(`(?m)POST "/v1/completions" 401 client=127\.0\.0\.1:\d+ time=`).MatchString(log) {
+			t.Errorf("access log (verbose %v):\n%s", verbose, log)
+		}
+		if strings.Contains(log, key) {
+			t.Errorf("the API key is in the log:\n%s", log)
+		}
+		if strings.Contains(log, prompt) != verbose {
+			t.Errorf("prompt text in the log: %v, want %v (-v):\n%s", !verbose, verbose, log)
+		}
 	}
 }

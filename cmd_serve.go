@@ -62,6 +62,10 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 	fs.Var(&allowed, "allowed-hosts", "host `names` requests may be sent to (the Host header) and whose web pages may call the server (Origin), besides IP addresses, localhost and --host; comma-separated, repeatable; * for any")
 	maxBody := fs.Int64("max-body", 4<<20, "largest request body in bytes")
 	grace := fs.Duration("shutdown-grace", 10*time.Second, "how long running requests may finish after SIGINT/SIGTERM")
+	// Requests are logged to stderr, one line each (llama-server's habit); -v adds the
+	// prompts' text, --log-disable turns the log off.
+	var logs logFlags
+	logs.register(fs)
 	if err := parseModelFlags(fs, args, &mf.model, stderr); err != nil {
 		return err
 	}
@@ -84,7 +88,12 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 	if name == "" {
 		name = filepath.Base(mf.model)
 	}
-	m, err := mf.load(stderr)
+	info, closeLog, err := logs.open(stderr)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	m, err := mf.load(info)
 	if err != nil {
 		return err
 	}
@@ -93,7 +102,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 		return err
 	}
 	cfg := server.Config{Model: m, ModelName: name, Parallel: *parallel, Queue: *queue, APIKey: *apiKey,
-		DefaultMaxTokens: *n, MaxBodyBytes: *maxBody, AllowedHosts: allowedHosts(*host, allowed)}
+		DefaultMaxTokens: *n, MaxBodyBytes: *maxBody, AllowedHosts: allowedHosts(*host, allowed),
+		AccessLog: info, LogPrompts: logs.verbose}
 	if chatStop != nil {
 		cfg.ChatStop = chatStop
 	}
@@ -106,7 +116,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 	}
 	defer srv.Close()
 	if srv.Plain() {
-		fmt.Fprintf(stderr, "gorun serve: the model has no chat template (tokenizer.chat_template): chats are plain 'User:'/'Assistant:' lines (--chat-template sets one)\n")
+		fmt.Fprintf(info, "gorun serve: the model has no chat template (tokenizer.chat_template): chats are plain 'User:'/'Assistant:' lines (--chat-template sets one)\n")
 	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(*port)))
 	if err != nil {

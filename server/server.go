@@ -31,6 +31,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -85,6 +86,11 @@ type Config struct {
 	// name in their Host header, and whose pages may send requests (their Origin); "*" accepts
 	// any. A web page that resolves its own name to this server (DNS rebinding) is refused.
 	AllowedHosts []string
+	// AccessLog, when set, gets one line per request: method, path, status, client address,
+	// prompt and generated tokens, time to first token, tokens per second and time taken
+	// (never a header or the query string). LogPrompts adds the prompt's text.
+	AccessLog  io.Writer
+	LogPrompts bool
 }
 
 // Server serves one model over HTTP. It is an http.Handler.
@@ -100,6 +106,7 @@ type Server struct {
 	created int64
 	hosts   map[string]bool // AllowedHosts, lower-case
 	anyHost bool            // AllowedHosts has "*"
+	logMu   sync.Mutex      // one access-log line at a time
 }
 
 // New makes a server and the sessions of its slots.
@@ -226,8 +233,12 @@ func (s *Server) routes() {
 	s.mux = m
 }
 
-// ServeHTTP routes a request.
+// ServeHTTP routes a request (and logs it, with Config.AccessLog).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.logged(w, r, s.serve)
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler {
