@@ -162,3 +162,32 @@ func TestServeAccessLog(t *testing.T) {
 		}
 	}
 }
+
+// Issue 21 item 11: pull with the Hub out of reach says so, naming HF_HUB_OFFLINE and
+// HF_ENDPOINT, instead of a raw dial error; what the cache has is used without the Hub.
+func TestPullUnreachable(t *testing.T) {
+	q8Bytes, err := os.ReadFile(fixtures.Path(t, "gpt2-tiny-q8_0.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const commit = "0123456789abcdef0123456789abcdef01234567"
+	s := hubtest.New(map[string]*hubtest.Repo{"test/tiny-GGUF": {Commit: commit, Files: map[string][]byte{"tiny.Q8_0.gguf": q8Bytes}}})
+	t.Setenv("HF_HOME", t.TempDir())
+	t.Setenv("HF_HUB_CACHE", "")
+	t.Setenv("HF_ENDPOINT", s.URL)
+	t.Setenv("HF_TOKEN", "")
+	t.Setenv("HF_HUB_OFFLINE", "")
+	code, cached, errs := gorun("pull", "test/tiny-GGUF:Q8_0")
+	if code != 0 {
+		t.Fatalf("pull: exit %d: %s", code, errs)
+	}
+	s.Close() // the Hub is gone: connections are refused
+	code, _, errs = gorun("pull", "test/other-GGUF")
+	if code != 1 || !strings.Contains(errs, "cannot reach the Hugging Face Hub") || !strings.Contains(errs, "HF_HUB_OFFLINE=1") ||
+		!strings.Contains(errs, "HF_ENDPOINT") || strings.Count(errs, "\n") != 1 {
+		t.Errorf("unreachable: exit %d, stderr %q", code, errs)
+	}
+	if code, out, errs := gorun("pull", "test/tiny-GGUF:Q8_0"); code != 0 || out != cached || !strings.Contains(errs, "using the cached snapshot") {
+		t.Errorf("unreachable, cached: exit %d, %q (want %q), stderr %q", code, out, cached, errs)
+	}
+}
