@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -8,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gorun-dev/gorun/internal/fixtures"
+	"github.com/gorun-dev/gorun/internal/testmodel"
 )
 
 // Issue 21 item 6: llama.cpp's options typed by habit are accepted, with their meaning or as
@@ -203,5 +205,59 @@ func TestCLIPromptSources(t *testing.T) {
 		if code, _, errs := gorun(c.args...); code != 2 || !strings.Contains(errs, c.want) {
 			t.Errorf("%q: exit %d, stderr %q, want %q", c.args, code, errs, c.want)
 		}
+	}
+}
+
+// Issue 21 item 12: bench's JSON has llama-bench's fields in llama-bench's order, model_type
+// with llama.cpp's size label ("gpt2 0.1B F16" for 12 layers, "?B" where llama.cpp has none),
+// and the markdown table ends with llama-bench's "build:" line.
+func TestBenchLlamaBenchFields(t *testing.T) {
+	c, _ := testmodel.Preset("tiny")
+	c.NLayer = 12 // GPT-2 small's depth: llama.cpp's "0.1B"
+	twelve := writeModel(t, c)
+	code, out, errs := gorun("bench", "-m", twelve, "-p", "4", "-n", "0", "-r", "1", "-t", "1", "-o", "json")
+	if code != 0 {
+		t.Fatalf("bench: exit %d: %s", code, errs)
+	}
+	dec := json.NewDecoder(strings.NewReader(out))
+	var keys []string
+	depth := 0
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			break
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			depth++
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			depth--
+			continue
+		}
+		if k, ok := tok.(string); ok && depth == 2 && dec.More() {
+			keys = append(keys, k)
+			var v any
+			dec.Decode(&v)
+		}
+	}
+	// llama-bench's fields (test::get_fields, then samples_ns and samples_ts).
+	want := []string{"build_commit", "build_number", "cpu_info", "gpu_info", "backends", "model_filename",
+		"model_type", "model_size", "model_n_params", "n_batch", "n_ubatch", "n_threads",
+		"cpu_mask", "cpu_strict", "poll", "type_k", "type_v", "n_gpu_layers",
+		"split_mode", "main_gpu", "no_kv_offload", "flash_attn", "tensor_split", "use_mmap",
+		"embeddings", "n_prompt", "n_gen", "test_time", "avg_ns", "stddev_ns",
+		"avg_ts", "stddev_ts", "samples_ns", "samples_ts"}
+	if len(keys) < len(want) || strings.Join(keys[:len(want)], ",") != strings.Join(want, ",") {
+		t.Errorf("fields %v\nwant     %v", keys, want)
+	}
+	var res []map[string]any
+	if json.Unmarshal([]byte(out), &res) != nil || len(res) != 1 || res[0]["model_type"] != "gpt2 0.1B F16" ||
+		res[0]["n_batch"] != 512.0 || res[0]["use_mmap"] != true || res[0]["type_k"] != "f32" {
+		t.Errorf("json: %s", out)
+	}
+	code, out, errs = gorun("bench", "-m", tinyFile(t), "-p", "4", "-n", "0", "-r", "1", "-t", "1")
+	if code != 0 || !strings.Contains(out, "gpt2 ?B F16") || !regexp.MustCompile(`\n\nbuild: \S+ \(\d+\)\n$`).MatchString(out) {
+		t.Errorf("md: exit %d, %q: %s", code, out, errs)
 	}
 }
