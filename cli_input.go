@@ -88,13 +88,25 @@ func (m *memLimit) Set(s string) error {
 	return nil
 }
 
+// promptTooLong explains a prompt of n tokens that a context of size cannot hold with a
+// generated token, suggesting a larger -c only when the model allows one.
+func promptTooLong(m *llm.Model, n, size int) error {
+	fix := "shorten the prompt"
+	if trained := m.Hparams().NCtx; size < trained {
+		fix = fmt.Sprintf("raise -c (up to the model's %d) or shorten the prompt", trained)
+	} else {
+		fix += fmt.Sprintf(" (the context is at the model's most, %d)", trained)
+	}
+	return fmt.Errorf("%w: the prompt has %d tokens and the context holds %d, with room for at least one generated token; %s",
+		llm.ErrContextFull, n, size, fix)
+}
+
 // checkPromptFits refuses, before anything is printed, a prompt that leaves the session's
 // context no room for a generated token.
 func checkPromptFits(m *llm.Model, s *llm.Session, prompt string) error {
 	n := len(m.Tokenize(prompt, s.Pos() == 0))
 	if size := s.ContextLength(); s.Pos()+n >= size {
-		return fmt.Errorf("%w: the prompt has %d tokens and the context holds %d, with room for at least one generated token; raise -c (up to the model's %d) or shorten the prompt",
-			llm.ErrContextFull, n, size, m.Hparams().NCtx)
+		return promptTooLong(m, n, size)
 	}
 	return nil
 }

@@ -263,7 +263,6 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer m.Close()
-	seed := f.resolveSeed(info) // printed once the model is loaded: a run that fails first used none
 	for id := range f.bias {
 		if int(id) >= m.Tokenizer().VocabSize() {
 			return usageError(fs, stderr, "--logit-bias: token %d is not in the vocabulary of %d tokens", id, m.Tokenizer().VocabSize())
@@ -273,15 +272,18 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	g := &generator{m: m, sess: sess, opts: f.generateOptions(seed), shift: f.shifting(), keep: f.keep}
+	if !f.interactiveMode() {
+		if err := checkPromptFits(m, sess, text); err != nil {
+			return err
+		}
+	}
+	// The seed is printed once the run is sure to start: a run that fails first used none.
+	g := &generator{m: m, sess: sess, opts: f.generateOptions(f.resolveSeed(info)), shift: f.shifting(), keep: f.keep, onlyBefore: f.cnv}
 	if f.verbosePrompt || f.log.verbose {
 		g.verbose = info
 	}
 	if f.interactiveMode() {
 		return runInteractive(g, &f, text, os.Stdin, stdout, stderr)
-	}
-	if err := checkPromptFits(m, sess, text); err != nil {
-		return err
 	}
 	if n := len(m.Tokenizer().Encode(text)); g.keep < 0 || g.keep > n {
 		g.keep = n // llama-cli's n_keep: -1 or more than the prompt is the whole prompt

@@ -261,3 +261,48 @@ func TestBenchLlamaBenchFields(t *testing.T) {
 		t.Errorf("md: exit %d, %q: %s", code, out, errs)
 	}
 }
+
+// Issue 21 item 13: in -cnv, an answer from a model that never ends its turn stops when the
+// context is full, saying why once, instead of shifting the context again and again; the next
+// input makes room and the conversation goes on.
+func TestConversationAnswerStopsAtFullContext(t *testing.T) {
+	cmd := gorunProcess("-m", tinyFile(t), "-cnv", "-p", "hi", "-c", "48", "--ignore-eos", "--seed", "1", "-t", "1")
+	cmd.Stdin = strings.NewReader("again\n/exit\n")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v: %s", err, stderr.String())
+	}
+	if n := strings.Count(stderr.String(), "without ending its turn"); n != 2 {
+		t.Errorf("said %d times, want once per answer (2):\nstdout %q\nstderr %q", n, out, stderr.String())
+	}
+	if strings.Count(string(out), "> ") != 3 {
+		t.Errorf("stdout %q: want three prompts (two answers, then /exit)", out)
+	}
+}
+
+// Issue 21 item 13: a run that fails before loading its model prints no seed; a prompt too
+// long for a context already at the model's most does not suggest raising -c.
+func TestCLIEarlyFailureMessages(t *testing.T) {
+	code, _, errs := gorun("-m", filepath.Join(t.TempDir(), "missing.gguf"), "-p", "hi")
+	if code != 1 || strings.Contains(errs, "seed") {
+		t.Errorf("missing model: exit %d, stderr %q", code, errs)
+	}
+	tiny := tinyFile(t)
+	long := strings.Repeat("a b ", 400)
+	code, _, errs = gorun("-m", tiny, "-p", long)
+	if code != 1 || strings.Contains(errs, "raise -c") || !strings.Contains(errs, "the context is at the model's most") || strings.Contains(errs, "seed") {
+		t.Errorf("at the model's context: exit %d, stderr %q", code, errs)
+	}
+	code, _, errs = gorun("-m", tiny, "-p", long, "-c", "32")
+	if code != 1 || !strings.Contains(errs, "raise -c (up to the model's") {
+		t.Errorf("-c 64: exit %d, stderr %q", code, errs)
+	}
+	if code, _, errs := gorun("pull", "a/b", "c/d"); code != 2 || !strings.Contains(errs, "got 2 arguments") {
+		t.Errorf("pull a/b c/d: exit %d, stderr %q", code, errs)
+	}
+	if code, _, errs := gorun("quantize", "x.gguf"); code != 2 || !strings.Contains(errs, "got 1 argument") || strings.Contains(errs, "1 arguments") {
+		t.Errorf("quantize x.gguf: exit %d, stderr %q", code, errs)
+	}
+}

@@ -253,6 +253,12 @@ func (s *Session) generate(ctx context.Context, prompt string, opts GenerateOpti
 			finish(st.Stop)
 			return st, err
 		}
+		if err := ctx.Err(); err != nil && !first {
+			// Cancelled while the step computed (Ctrl-C comes then, mostly): no token after
+			// the cancellation. The logits stay for the next call.
+			finish(StopCancelled)
+			return st, cancelled(err)
+		}
 		if first {
 			st.PromptTime = time.Since(start)
 			start = time.Now()

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -560,5 +561,41 @@ func TestRewind(t *testing.T) {
 	}
 	if err := s.Rewind(st.PromptTokens); err != nil || s.Pos() != st.PromptTokens {
 		t.Errorf("rewind to the prompt: %v, pos %d", err, s.Pos())
+	}
+}
+
+// lateCancel is a context cancelled while a step computes: armed, it answers Err's checks
+// before the step (the loop's and sync's) and is cancelled from the next one on.
+type lateCancel struct {
+	context.Context
+	armed atomic.Bool
+	calls atomic.Int32
+}
+
+func (c *lateCancel) Err() error {
+	if c.armed.Load() && c.calls.Add(1) > 2 {
+		return context.Canceled
+	}
+	return nil
+}
+
+// Issue 21 item 13: a cancellation that comes while the next token computes (where Ctrl-C
+// lands, mostly) emits no token after it.
+func TestCancelDuringStepEmitsNothingMore(t *testing.T) {
+	m := tinyModel(t, nil, Options{Threads: 2})
+	s, _ := m.NewSession()
+	ctx := &lateCancel{Context: context.Background()}
+	pieces := 0
+	st, err := s.GenerateTokens(ctx, "a b", GenerateOptions{MaxTokens: 16, IgnoreEOS: true}, func(Piece) error {
+		pieces++
+		ctx.armed.Store(true) // the user presses Ctrl-C as this token shows
+		return nil
+	})
+	if !errors.Is(err, ErrCancelled) || st.Stop != StopCancelled || pieces != 1 || st.Tokens != 1 {
+		t.Errorf("%d pieces, %d tokens, stop %q, %v; want the one token before the cancellation", pieces, st.Tokens, st.Stop, err)
+	}
+	// The session goes on from there.
+	if _, st := genText(t, s, "", GenerateOptions{MaxTokens: 2, IgnoreEOS: true}); st.Tokens != 2 {
+		t.Errorf("after the cancellation: %+v", st)
 	}
 }
