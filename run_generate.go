@@ -23,7 +23,7 @@ type generator struct {
 	// mode: an answer that fills the context stops there, with a word to the user, instead of
 	// rambling through shift after shift when the model never ends its turn).
 	onlyBefore bool
-	keep   int                 // tokens at the start of the context that a shift keeps
+	keep       int // tokens at the start of the context that a shift keeps
 
 	// trackDrops keeps the tokens context shifts drop (dropped), in order: a conversation
 	// with a chat template compares the whole conversation's text with its rendering.
