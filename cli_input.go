@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"strconv"
 	"strings"
 
@@ -28,6 +30,22 @@ func readInput(option, path string, limit int64) ([]byte, error) {
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", option, err)
+	}
+	return b, nil
+}
+
+// isStdin reports whether an input file name means the standard input: "-" or /dev/stdin
+// (which osutil.ReadFile, refusing devices and pipes, would not read).
+func isStdin(path string) bool { return path == "-" || path == "/dev/stdin" }
+
+// readStdin reads the standard input to its end, refusing more than limit bytes.
+func readStdin(option string, limit int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(os.Stdin, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: reading the standard input: %w", option, err)
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s: the standard input is over the limit of %d MiB for this input", option, limit>>20)
 	}
 	return b, nil
 }
@@ -70,13 +88,25 @@ func (m *memLimit) Set(s string) error {
 	return nil
 }
 
+// promptTooLong explains a prompt of n tokens that a context of size cannot hold with a
+// generated token, suggesting a larger -c only when the model allows one.
+func promptTooLong(m *llm.Model, n, size int) error {
+	fix := "shorten the prompt"
+	if trained := m.Hparams().NCtx; size < trained {
+		fix = fmt.Sprintf("raise -c (up to the model's %d) or shorten the prompt", trained)
+	} else {
+		fix += fmt.Sprintf(" (the context is at the model's most, %d)", trained)
+	}
+	return fmt.Errorf("%w: the prompt has %d tokens and the context holds %d, with room for at least one generated token; %s",
+		llm.ErrContextFull, n, size, fix)
+}
+
 // checkPromptFits refuses, before anything is printed, a prompt that leaves the session's
 // context no room for a generated token.
 func checkPromptFits(m *llm.Model, s *llm.Session, prompt string) error {
 	n := len(m.Tokenize(prompt, s.Pos() == 0))
 	if size := s.ContextLength(); s.Pos()+n >= size {
-		return fmt.Errorf("%w: the prompt has %d tokens and the context holds %d, with room for at least one generated token; raise -c (up to the model's %d) or shorten the prompt",
-			llm.ErrContextFull, n, size, m.Hparams().NCtx)
+		return promptTooLong(m, n, size)
 	}
 	return nil
 }

@@ -7,40 +7,93 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gorun-dev/gorun/cpu/kernels"
+	"github.com/gorun-dev/gorun/hub"
 	"github.com/gorun-dev/gorun/llm"
+	"github.com/gorun-dev/gorun/models"
 	"github.com/klauspost/cpuid/v2"
 )
 
-// benchResult is one row of the table: a test repeated several times. The JSON names are
-// llama-bench's, so tools written for llama-bench's -o json read gorun's too.
+// benchResult is one row of the table: a test repeated several times. Its JSON is
+// llama-bench's -o json, field for field and in its order, so a script written for
+// llama-bench reads gorun's unchanged; the fields describe what gorun did (type_k f32: its KV
+// cache; flash_attn false: it has no flash-attention switch; use_mmap true: it maps the model).
 type benchResult struct {
-	File     string    `json:"model_filename"`
-	Model    string    `json:"model_type"`
-	Size     int64     `json:"model_size"`
-	Params   int64     `json:"model_n_params"`
-	Backend  string    `json:"backends"`
-	CPUInfo  string    `json:"cpu_info"`
-	GPUInfo  string    `json:"gpu_info"`
-	Kernels  string    `json:"cpu_kernels"` // gorun's SIMD tier (no llama-bench equivalent)
-	Threads  int       `json:"n_threads"`
-	GPU      int       `json:"n_gpu_layers"`
-	TypeK    string    `json:"type_k"`
-	TypeV    string    `json:"type_v"`
-	NPrompt  int       `json:"n_prompt"`
-	NGen     int       `json:"n_gen"`
-	Time     string    `json:"test_time"`
-	AvgNs    int64     `json:"avg_ns"`
-	StdNs    int64     `json:"stddev_ns"`
-	Mean     float64   `json:"avg_ts"`
-	Stddev   float64   `json:"stddev_ts"`
-	SampleNs []int64   `json:"samples_ns"`
-	Samples  []float64 `json:"samples_ts"`
-	Test     string    `json:"-"`
+	BuildCommit string    `json:"build_commit"` // the VCS revision the binary was built from
+	BuildNumber int       `json:"build_number"` // llama.cpp's commit count: 0, gorun has none
+	CPUInfo     string    `json:"cpu_info"`
+	GPUInfo     string    `json:"gpu_info"`
+	Backend     string    `json:"backends"`
+	File        string    `json:"model_filename"`
+	Model       string    `json:"model_type"` // "gpt2 0.1B Q8_0": architecture, size label, file type
+	Size        int64     `json:"model_size"`
+	Params      int64     `json:"model_n_params"`
+	NBatch      int       `json:"n_batch"`
+	NUbatch     int       `json:"n_ubatch"`
+	Threads     int       `json:"n_threads"`
+	CPUMask     string    `json:"cpu_mask"`
+	CPUStrict   bool      `json:"cpu_strict"`
+	Poll        int       `json:"poll"`
+	TypeK       string    `json:"type_k"`
+	TypeV       string    `json:"type_v"`
+	GPU         int       `json:"n_gpu_layers"`
+	SplitMode   string    `json:"split_mode"`
+	MainGPU     int       `json:"main_gpu"`
+	NoKVOffload bool      `json:"no_kv_offload"`
+	FlashAttn   bool      `json:"flash_attn"`
+	TensorSplit string    `json:"tensor_split"`
+	UseMmap     bool      `json:"use_mmap"`
+	Embeddings  bool      `json:"embeddings"`
+	NPrompt     int       `json:"n_prompt"`
+	NGen        int       `json:"n_gen"`
+	Time        string    `json:"test_time"`
+	AvgNs       int64     `json:"avg_ns"`
+	StdNs       int64     `json:"stddev_ns"`
+	Mean        float64   `json:"avg_ts"`
+	Stddev      float64   `json:"stddev_ts"`
+	SampleNs    []int64   `json:"samples_ns"`
+	Samples     []float64 `json:"samples_ts"`
+	Kernels     string    `json:"cpu_kernels"` // gorun's SIMD tier (no llama-bench equivalent)
+	Test        string    `json:"-"`
+}
+
+// buildCommit is the short VCS revision of the binary, as llama.cpp's LLAMA_COMMIT ("unknown"
+// when the build did not record it).
+func buildCommit() string {
+	rev, dirty := "", ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				if s.Value == "true" {
+					dirty = "-dirty"
+				}
+			}
+		}
+	}
+	if rev == "" {
+		return "unknown"
+	}
+	return rev[:min(7, len(rev))] + dirty
+}
+
+// hfModels is bench's -hf: each adds hf://ORG/NAME[:QUANT] to the models.
+type hfModels struct{ models *modelList }
+
+func (h hfModels) String() string { return "" }
+func (h hfModels) Set(s string) error {
+	if _, _, err := hub.ParseRef(s); err != nil {
+		return err
+	}
+	*h.models = append(*h.models, "hf://"+s)
+	return nil
 }
 
 func cmdBench(args []string, stdout, stderr io.Writer) error {
@@ -48,11 +101,13 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	var models modelList
 	fs.Var(&models, "m", "model `FILE` (GGUF); several as -m a -m b or -m a,b")
 	fs.Var(&models, "model", "same as -m")
-	pp := fs.String("p", "512", "prompt lengths to test, comma-separated (0: none)")
-	tg := fs.String("n", "128", "generation lengths to test, comma-separated (0: none)")
+	fs.Var(hfModels{&models}, "hf", "model `ORG/NAME[:QUANT]` of the Hugging Face Hub, pulled if not in the cache; repeatable")
+	fs.Var(hfModels{&models}, "hf-repo", "same as -hf")
+	pp := fs.String("p", "512", "prompt lengths to test, `N,...` (0: none)")
+	tg := fs.String("n", "128", "generation lengths to test, `N,...` (0: none)")
 	reps := fs.Int("r", 5, "repetitions of each test")
-	threads := fs.String("t", "", "thread counts, comma-separated (default: one per physical core)")
-	output := fs.String("o", "md", "output format: md or json")
+	threads := fs.String("t", "", "thread counts, `N,...` (default: one per physical core)")
+	output := fs.String("o", "md", "output `FORMAT`: md or json")
 	ngl := fs.Int("ngl", 0, "layers to offload to the GPU (a CUDA build offloads all or none: 99 for all)")
 	fs.IntVar(ngl, "n-gpu-layers", 0, "same as -ngl")
 	pos, err := parseFlags(fs, args)
@@ -102,6 +157,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(results)
 	}
+	fmt.Fprintf(stdout, "\nbuild: %s (%d)\n", buildCommit(), 0) // llama-bench's last line
 	return nil
 }
 
@@ -125,7 +181,7 @@ func benchModel(path string, ths, pps, tgs []int, reps, ngl int, output string, 
 		if ngl < 0 {
 			return fmt.Errorf("-ngl %d: the layer count must be >= 0", ngl)
 		}
-		m, err := loadOnDevice(path, llm.Options{Threads: th, GPULayers: ngl}, stderr)
+		m, err := loadOnDevice(path, llm.Options{Threads: th, GPULayers: ngl, BatchSize: benchBatch}, stderr)
 		if err != nil {
 			return err
 		}
@@ -192,8 +248,9 @@ func benchGenerate(s *llm.Session, toks []int32) error {
 // benchTest runs a warm-up and reps timed runs of f over n random tokens in a fresh context.
 func benchTest(m *llm.Model, test string, n, reps int, f func(*llm.Session, []int32) error) (benchResult, error) {
 	hp := m.Hparams()
-	r := benchResult{File: m.Path(), Model: modelLabel(m), Backend: strings.ToUpper(m.Backend().Name()), Threads: m.Threads(),
-		Test: test, CPUInfo: cpuid.CPU.BrandName, Kernels: kernels.Active().String(), TypeK: "f32", TypeV: "f32",
+	r := benchResult{BuildCommit: buildCommit(), File: m.Path(), Model: modelLabel(m), Backend: strings.ToUpper(m.Backend().Name()),
+		Threads: m.Threads(), Test: test, CPUInfo: cpuid.CPU.BrandName, Kernels: kernels.Active().String(), TypeK: "f32", TypeV: "f32",
+		NBatch: benchBatch, NUbatch: benchBatch, CPUMask: "0x0", Poll: 50, SplitMode: "layer", TensorSplit: "0.00", UseMmap: true,
 		Time: time.Now().UTC().Format(time.RFC3339)}
 	for _, t := range m.File().Tensors { // as llama-bench counts: every tensor of the file
 		r.Size += t.Size
@@ -230,12 +287,93 @@ func benchTest(m *llm.Model, test string, n, reps int, f func(*llm.Session, []in
 	return r, nil
 }
 
+// benchBatch is the prompt batch bench loads models with (llm's default, llama-bench's too).
+const benchBatch = 512
+
+// modelLabel is llama.cpp's model description: architecture, size label, file type
+// ("gpt2 0.1B Q8_0", "llama 1B Q4_0", "gpt2 ?B F16").
 func modelLabel(m *llm.Model) string {
 	ft := "?"
 	if v, err := m.File().Uint("general.file_type"); err == nil {
 		ft = fileTypeName(v)
 	}
-	return fmt.Sprintf("%s %s", m.Hparams().Arch, ft)
+	hp := m.Hparams()
+	return fmt.Sprintf("%s %s %s", hp.Arch, sizeLabelOf(hp), ft)
+}
+
+// sizeLabelOf is llama.cpp's size label of a model (llm_type_name of the type its
+// load_hparams chooses by layer count and width), "?B" where llama.cpp has none.
+func sizeLabelOf(hp models.Hparams) string {
+	switch hp.Arch {
+	case "gpt2":
+		switch hp.NLayer {
+		case 12:
+			return "0.1B"
+		case 24:
+			return "0.4B"
+		case 36:
+			return "0.8B"
+		case 48:
+			return "1.5B"
+		}
+	case "llama":
+		switch hp.NLayer {
+		case 16, 22:
+			return "1B"
+		case 26, 28:
+			return "3B"
+		case 32:
+			switch {
+			case hp.NVocab == 49152:
+				return "3B"
+			case hp.NVocab < 40000:
+				return "7B"
+			}
+			return "8B"
+		case 36:
+			return "8B"
+		case 40:
+			return "13B"
+		case 48:
+			return "34B"
+		case 60:
+			return "30B"
+		case 80:
+			if hp.NHead == hp.NHeadKV {
+				return "65B"
+			}
+			return "70B"
+		}
+	case "qwen2":
+		switch hp.NLayer {
+		case 24:
+			if hp.NEmbd == 1024 {
+				return "0.5B"
+			}
+			return "1B"
+		case 28:
+			if hp.NEmbd == 1536 {
+				return "1.5B"
+			}
+			return "7B"
+		case 32:
+			return "7B"
+		case 36:
+			return "3B"
+		case 40:
+			if hp.NHead == 20 {
+				return "4B"
+			}
+			return "13B"
+		case 48:
+			return "14B"
+		case 64:
+			return "32B"
+		case 80:
+			return "70B"
+		}
+	}
+	return "?B"
 }
 
 func meanStd(x []float64) (float64, float64) {

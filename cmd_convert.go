@@ -30,7 +30,7 @@ func cmdConvert(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("convert", fmt.Sprintf(convertSynopsis, strings.Join(quantize.FileTypeNames(), ", ")), stderr)
 	outType := fs.String("outtype", "f16", "output `type`: f32, f16, bf16, auto, q8_0 or a quantize recipe")
 	outFile := fs.String("outfile", "", "output `FILE` (instead of the second argument, as llama.cpp spells it)")
-	name := fs.String("model-name", "", "general.name (default: derived from the directory's name, as llama.cpp does)")
+	name := fs.String("model-name", "", "`NAME` written as general.name (default: derived from the directory's name, as llama.cpp does)")
 	threads := fs.Int("t", 0, "`threads` for quantized recipes (default: one per physical core)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -40,7 +40,7 @@ func cmdConvert(args []string, stdout, stderr io.Writer) error {
 		pos = append(pos, *outFile)
 	}
 	if len(pos) != 2 {
-		return usageError(fs, stderr, "want HF_DIR OUT.gguf, got %d arguments", len(pos))
+		return usageError(fs, stderr, "want HF_DIR OUT.gguf, got %s", plural(len(pos), "argument"))
 	}
 	dir, out := pos[0], pos[1]
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {

@@ -108,8 +108,7 @@ func (s *interactive) configure(prompt string) error {
 	}
 	n := len(s.g.m.Tokenize(initial, true))
 	if size := s.g.sess.ContextLength(); n >= size {
-		return fmt.Errorf("%w: the prompt has %d tokens and the context holds %d, with room for at least one generated token; raise -c (up to the model's %d) or shorten the prompt",
-			llm.ErrContextFull, n, size, s.g.m.Hparams().NCtx)
+		return promptTooLong(s.g.m, n, size)
 	}
 	if s.g.keep < 0 || s.g.keep > n {
 		s.g.keep = n // llama-cli's n_keep: -1 or more than the prompt is the whole prompt
@@ -343,6 +342,9 @@ func (s *interactive) answer(text string) (shown string, accepted bool, err erro
 
 // fullHint says why a full context was not shifted.
 func (s *interactive) fullHint() string {
+	if s.g.onlyBefore && s.g.shift {
+		return "the answer filled it without ending its turn: the model may not end its turns (no end-of-turn token); the next input makes room"
+	}
 	if !s.g.shift {
 		return "--no-context-shift"
 	}

@@ -28,14 +28,14 @@ private models), HF_ENDPOINT names a mirror, HF_HUB_OFFLINE=1 uses the cache onl
 
 func cmdPull(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("pull", pullSynopsis, stderr)
-	revision := fs.String("revision", "main", "branch, tag or commit")
+	revision := fs.String("revision", "main", "`REVISION`: a branch, tag or commit")
 	out := fs.String("o", "", "output `FILE` for a converted checkpoint")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		return usageError(fs, stderr, "want one ORG/NAME[:QUANT], got %d arguments", len(pos))
+		return usageError(fs, stderr, "want one ORG/NAME[:QUANT], got %s", plural(len(pos), "argument"))
 	}
 	repo, quant, err := hub.ParseRef(strings.TrimPrefix(pos[0], "hf://"))
 	if err != nil {

@@ -51,7 +51,7 @@ func cmdQuantize(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if len(pos) != 3 {
-		return usageError(fs, stderr, "want IN.gguf OUT.gguf TYPE, got %d arguments", len(pos))
+		return usageError(fs, stderr, "want IN.gguf OUT.gguf TYPE, got %s", plural(len(pos), "argument"))
 	}
 	in, out := pos[0], pos[1]
 	ft, err := quantize.ParseFileType(pos[2])

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gorun-dev/gorun/hub"
 	"github.com/gorun-dev/gorun/llm"
 )
 
@@ -60,6 +61,10 @@ type runFlags struct {
 	keep                           int
 	ctxShift, noCtxShift           bool
 	verbosePrompt                  bool
+	special                        bool
+	promptCache                    string
+	log                            logFlags
+	info                           io.Writer // informational lines: stderr, unless --log-disable
 }
 
 func (f *runFlags) register(fs *flag.FlagSet) {
@@ -91,7 +96,6 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.seed, "s", -1, "same as --seed")
 	fs.BoolVar(&f.noPrompt, "no-display-prompt", false, "do not echo the prompt")
 	fs.BoolVar(&f.ignoreEOS, "ignore-eos", false, "keep generating past the end-of-text token")
-	fs.Bool("no-mmap", false, "accepted for llama-cli's command lines; no effect (gorun reads the model as it always does)")
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
 	fs.BoolVar(&f.interactive, "i", false, "interactive mode: after each answer (end of text, -n tokens, a reverse prompt, Ctrl-C) the user types the next input")
 	fs.BoolVar(&f.interactive, "interactive", false, "same as -i")
@@ -109,7 +113,45 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.ctxShift, "context-shift", false, "when the context fills, drop the older half of what follows --keep and go on (the default in interactive mode)")
 	fs.BoolVar(&f.noCtxShift, "no-context-shift", false, "stop when the context fills (the default without -i)")
 	fs.BoolVar(&f.verbosePrompt, "verbose-prompt", false, "print each text put into the context (-cnv: each turn as the chat template renders it) and its token count to stderr")
+	fs.BoolVar(&f.special, "sp", false, "print special tokens' text: gorun always does (the end-of-text token ends the text unless --ignore-eos)")
+	fs.BoolVar(&f.special, "special", false, "same as -sp")
+	fs.StringVar(&f.promptCache, "prompt-cache", "", "keep the prompt's evaluated state in `FILE`: reuse what it holds of the prompt, save it after the prompt (not with -i, -cnv)")
+	f.log.register(fs)
 	f.mf.chat.register(fs)
+}
+
+// parse reads the command line. Besides -m and -p, the model and the prompt may be
+// positional, as ollama's "run MODEL PROMPT": the first argument is the model when -m is not
+// given, and the rest (joined by spaces) the prompt when neither -p nor -f is.
+func (f *runFlags) parse(fs *flag.FlagSet, args []string, stderr io.Writer) error {
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return err
+	}
+	if f.mf.model == "" && len(pos) > 0 {
+		f.mf.model, pos = hubName(pos[0]), pos[1:]
+	}
+	switch {
+	case f.mf.model == "":
+		return usageError(fs, stderr, "no model: use -m FILE (or gorun run MODEL PROMPT)")
+	case len(pos) > 0 && (f.prompt != "" || f.promptFile != ""):
+		return usageError(fs, stderr, "unexpected argument %q: the prompt is given by -p or -f already", pos[0])
+	case len(pos) > 0:
+		f.prompt = strings.Join(pos, " ")
+	}
+	return resolveModel(&f.mf.model, stderr)
+}
+
+// hubName reads a positional model as ollama's run does: a file when one exists there, else a
+// Hub name ORG/NAME[:QUANT] (pulled unless cached).
+func hubName(model string) string {
+	if _, err := os.Stat(model); err == nil || strings.HasSuffix(strings.ToLower(model), ".gguf") {
+		return model
+	}
+	if _, _, err := hub.ParseRef(model); err == nil && strings.Contains(model, "/") {
+		return "hf://" + model
+	}
+	return model
 }
 
 // check refuses out-of-range and conflicting options, naming them, and processes the escapes
@@ -132,6 +174,8 @@ func (f *runFlags) check(fs *flag.FlagSet, stderr io.Writer) error {
 		{f.cnv && f.noCnv, "-cnv", "and -no-cnv contradict each other"},
 		{f.cnv && (f.inPrefix != "" || f.inSuffix != ""), "--in-prefix/--in-suffix", "do not apply to -cnv (its template wraps the input): use -i"},
 		{f.system != "" && !f.cnv, "-sys", "needs -cnv (conversation mode)"},
+		{f.promptCache != "" && f.interactiveMode(), "--prompt-cache", "does not apply to -i, -if, -cnv"},
+		{isStdin(f.promptFile) && f.interactiveMode(), "-f " + f.promptFile, "reads the prompt from the input, which -i, -if, -cnv read the user's lines from: use -p or a file"},
 	} {
 		if c.bad {
 			return usageError(fs, stderr, "%s %s", c.name, c.want)
@@ -162,31 +206,19 @@ func (f *runFlags) shifting() bool {
 	return !f.noCtxShift && (f.ctxShift || f.interactiveMode())
 }
 
-// generateOptions are the sampling options in llm's terms, where a zero option means its
-// default.
+// generateOptions are the sampling options in llm's terms, which give each value the
+// command's meaning (0 turns a filter off, -1 is the whole context).
 func (f *runFlags) generateOptions(seed uint64) llm.GenerateOptions {
-	opts := llm.GenerateOptions{IgnoreEOS: f.ignoreEOS, Sample: llm.SampleOptions{
+	return llm.GenerateOptions{IgnoreEOS: f.ignoreEOS, Sample: llm.SampleOptions{
 		Temperature: float32(f.temp), TopK: f.topK, TopP: float32(f.topP), MinP: float32(f.minP),
-		RepeatPenalty: float32(f.rep), RepeatLastN: f.repN, Seed: seed,
+		RepeatPenalty: float32(f.rep), RepeatLastN: max(f.repN, llm.WholeContext), Seed: seed,
 		// llama.cpp's penalties: over the last --repeat-last-n tokens, prompt included.
 		FrequencyPenalty: float32(f.freq), PresencePenalty: float32(f.pres), LogitBias: f.bias,
 	}}
-	if f.topK == 0 {
-		opts.Sample.TopK = llm.NoTopK
-	}
-	if f.minP == 0 {
-		opts.Sample.MinP = llm.NoMinP
-	}
-	switch {
-	case f.repN == 0: // no window: no penalties
-		opts.Sample.RepeatPenalty, opts.Sample.FrequencyPenalty, opts.Sample.PresencePenalty = 1, 0, 0
-	case f.repN < 0:
-		opts.Sample.RepeatLastN = llm.WholeContext
-	}
-	return opts
 }
 
-// resolveSeed returns --seed, or a random seed (printed when sampling draws from it).
+// resolveSeed returns --seed, or for -1 (llm.RandomSeed) a random seed, printed when sampling
+// draws from it. One seed serves every turn of an interactive run.
 func (f *runFlags) resolveSeed(stderr io.Writer) uint64 {
 	if f.seed >= 0 {
 		return uint64(f.seed)
@@ -202,7 +234,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("run", "gorun -m MODEL.gguf -p PROMPT [options]: generate text after a prompt (-i: interactively)", stderr)
 	var f runFlags
 	f.register(fs)
-	if err := parseModelFlags(fs, args, &f.mf.model, stderr); err != nil {
+	if err := f.parse(fs, args, stderr); err != nil {
 		if f.version && !errors.Is(err, flag.ErrHelp) {
 			fmt.Fprintln(stdout, versionLine())
 			return nil
@@ -220,8 +252,13 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	seed := f.resolveSeed(stderr)
-	m, err := f.mf.load(stderr)
+	info, closeLog, err := f.log.open(stderr)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	f.info = info
+	m, err := f.mf.load(info)
 	if err != nil {
 		return err
 	}
@@ -235,15 +272,18 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	g := &generator{m: m, sess: sess, opts: f.generateOptions(seed), shift: f.shifting(), keep: f.keep}
-	if f.verbosePrompt {
-		g.verbose = stderr
+	if !f.interactiveMode() {
+		if err := checkPromptFits(m, sess, text); err != nil {
+			return err
+		}
+	}
+	// The seed is printed once the run is sure to start: a run that fails first used none.
+	g := &generator{m: m, sess: sess, opts: f.generateOptions(f.resolveSeed(info)), shift: f.shifting(), keep: f.keep, onlyBefore: f.cnv}
+	if f.verbosePrompt || f.log.verbose {
+		g.verbose = info
 	}
 	if f.interactiveMode() {
 		return runInteractive(g, &f, text, os.Stdin, stdout, stderr)
-	}
-	if err := checkPromptFits(m, sess, text); err != nil {
-		return err
 	}
 	if n := len(m.Tokenizer().Encode(text)); g.keep < 0 || g.keep > n {
 		g.keep = n // llama-cli's n_keep: -1 or more than the prompt is the whole prompt
@@ -268,18 +308,19 @@ func runOnce(g *generator, f *runFlags, text string, stdout, stderr io.Writer) e
 		out.WriteString(p.Text)
 		return out.Flush() // stream: the user sees each piece as it is made
 	}
-	var st llm.Stats
-	var err error
-	if f.n == 0 { // llama-cli's -n 0: nothing generated (llm's MaxTokens 0 means its default)
-		st.Stop = llm.StopLength
-	} else {
-		st, err = g.run(ctx, text, f.n, emit)
+	prompt := text
+	if f.promptCache != "" {
+		if err := g.usePromptCache(ctx, f.promptCache, text, f.info); err != nil {
+			return err
+		}
+		prompt = "" // in the context now
 	}
+	st, err := g.run(ctx, prompt, f.n, emit)
 	out.Flush()
-	fmt.Fprintln(stderr)
+	fmt.Fprintln(f.info)
 	if st.Stop == llm.StopContextFull {
 		fmt.Fprintf(stderr, "gorun: stopped: the context of %d tokens is full\n", g.sess.ContextLength())
 	}
-	printStats(stderr, g, st, f.n, "")
+	printStats(f.info, g, st, f.n, "")
 	return err
 }

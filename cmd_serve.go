@@ -43,13 +43,13 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 	fs := newFlags("serve", "gorun serve -m MODEL.gguf [--host 127.0.0.1] [--port 8080] [--parallel N] [-c CTX] [--api-key KEY] [--allowed-hosts NAMES]: an OpenAI-compatible HTTP server", stderr)
 	var mf modelFlags
 	mf.register(fs)
-	host := fs.String("host", "127.0.0.1", "address to listen on (0.0.0.0: every interface)")
+	host := fs.String("host", "127.0.0.1", "`ADDRESS` to listen on (0.0.0.0: every interface)")
 	port := fs.Int("port", 8080, "TCP port (0: any free one)")
 	parallel := fs.Int("parallel", 4, "requests generating at the same time (slots; each holds a context of -c tokens)")
 	fs.IntVar(parallel, "np", 4, "same as --parallel")
 	queue := fs.Int("queue", 64, "requests waiting for a slot before the server answers 503")
-	apiKey := fs.String("api-key", "", "require this key (Authorization: Bearer KEY); default: $GORUN_API_KEY")
-	alias := fs.String("alias", "", "model name the API reports and accepts (default: the file's name)")
+	apiKey := fs.String("api-key", "", "require this `KEY` (Authorization: Bearer KEY); default: $GORUN_API_KEY")
+	alias := fs.String("alias", "", "model `NAME` the API reports and accepts (default: the file's name)")
 	// llama-server's default: a request without max_tokens (n_predict) generates until the
 	// end of text, a stop string or a full context, as `gorun -n -1` does.
 	n := fs.Int("n", -1, "tokens to generate when a request gives no max_tokens or n_predict (-1: until end of text, a stop string or a full context)")
@@ -57,11 +57,15 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 	fs.IntVar(n, "predict", -1, "same as -n")
 	mf.chat.register(fs)
 	var chatStop stringList
-	fs.Var(&chatStop, "chat-stop", "stop string of every chat answer (repeatable; default \"\\nUser:\" with the plain format of a model without a chat template)")
+	fs.Var(&chatStop, "chat-stop", "stop `TEXT` of every chat answer (repeatable; default \"\\nUser:\" with the plain format of a model without a chat template)")
 	var allowed stringList
 	fs.Var(&allowed, "allowed-hosts", "host `names` requests may be sent to (the Host header) and whose web pages may call the server (Origin), besides IP addresses, localhost and --host; comma-separated, repeatable; * for any")
 	maxBody := fs.Int64("max-body", 4<<20, "largest request body in bytes")
 	grace := fs.Duration("shutdown-grace", 10*time.Second, "how long running requests may finish after SIGINT/SIGTERM")
+	// Requests are logged to stderr, one line each (llama-server's habit); -v adds the
+	// prompts' text, --log-disable turns the log off.
+	var logs logFlags
+	logs.register(fs)
 	if err := parseModelFlags(fs, args, &mf.model, stderr); err != nil {
 		return err
 	}
@@ -84,7 +88,12 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 	if name == "" {
 		name = filepath.Base(mf.model)
 	}
-	m, err := mf.load(stderr)
+	info, closeLog, err := logs.open(stderr)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	m, err := mf.load(info)
 	if err != nil {
 		return err
 	}
@@ -93,7 +102,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 		return err
 	}
 	cfg := server.Config{Model: m, ModelName: name, Parallel: *parallel, Queue: *queue, APIKey: *apiKey,
-		DefaultMaxTokens: *n, MaxBodyBytes: *maxBody, AllowedHosts: allowedHosts(*host, allowed)}
+		DefaultMaxTokens: *n, MaxBodyBytes: *maxBody, AllowedHosts: allowedHosts(*host, allowed),
+		AccessLog: info, LogPrompts: logs.verbose}
 	if chatStop != nil {
 		cfg.ChatStop = chatStop
 	}
@@ -106,7 +116,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 	}
 	defer srv.Close()
 	if srv.Plain() {
-		fmt.Fprintf(stderr, "gorun serve: the model has no chat template (tokenizer.chat_template): chats are plain 'User:'/'Assistant:' lines (--chat-template sets one)\n")
+		fmt.Fprintf(info, "gorun serve: the model has no chat template (tokenizer.chat_template): chats are plain 'User:'/'Assistant:' lines (--chat-template sets one)\n")
 	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(*host, strconv.Itoa(*port)))
 	if err != nil {

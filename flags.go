@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -17,10 +18,7 @@ import (
 func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "%s\n\nOptions (one or two dashes):\n", synopsis)
-		fs.PrintDefaults()
-	}
+	fs.Usage = func() { printHelp(stderr, fs, synopsis) }
 	return fs
 }
 
@@ -30,6 +28,7 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	// The flag package prints its usage after every error; gorun prints one line instead (with
 	// a suggestion for a misspelt option), and the usage only when asked for.
+	args = joinOptionalValues(fs, args)
 	usage, out := fs.Usage, fs.Output()
 	fs.Usage = func() {}
 	fs.SetOutput(io.Discard)
@@ -43,6 +42,7 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 			}
 			msg := err.Error()
 			if name, ok := strings.CutPrefix(msg, "flag provided but not defined: -"); ok {
+				msg = "unknown option " + typedOption(args, name)
 				if s := suggestFlag(fs, name); s != "" {
 					msg += " (did you mean " + s + "?)"
 				}
@@ -62,16 +62,85 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// suggestFlag returns the defined option closest to the unknown one (edit distance at most 2,
-// and less than its length), spelt with llama.cpp's dashes, or "".
+// optionalValues are the words a boolean-looking option of llama.cpp's takes as its next
+// argument (-fa on): joined to it (-fa=on), as the flag package reads a boolean option's value
+// only after "=".
+var optionalValues = map[string][]string{"fa": {"on", "off", "auto"}, "flash-attn": {"on", "off", "auto"}, "color": {"on", "off", "auto"}}
+
+func joinOptionalValues(fs *flag.FlagSet, args []string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		name := strings.TrimLeft(a, "-")
+		if words, ok := optionalValues[name]; ok && strings.HasPrefix(a, "-") && fs.Lookup(name) != nil &&
+			i+1 < len(args) && slices.Contains(words, args[i+1]) {
+			out = append(out, a+"="+args[i+1])
+			i++
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// suggestFlag returns what the user probably meant by an unknown option, spelt with
+// llama.cpp's dashes, or "" when nothing is close: an option glued to its number (-n4: -n 4),
+// the one option the name begins (-ctx: --ctx-size), or the option a typo away (--tmep:
+// --temp; a swap of two letters counts as one). Names of one or two letters are too short to
+// guess from (-hf is not -if).
 func suggestFlag(fs *flag.FlagSet, name string) string {
-	best, bestD := "", 3
+	name = strings.ToLower(name)
+	for i := 1; i < len(name); i++ {
+		if f := fs.Lookup(name[:i]); f != nil && !isBoolFlag(f) && isNumber(name[i:]) {
+			return dashed(name[:i]) + " " + name[i:]
+		}
+	}
+	if len(name) < 3 {
+		return ""
+	}
+	var prefixed []string
 	fs.VisitAll(func(f *flag.Flag) {
-		if d := editDistance(name, f.Name); d < bestD && d < len(f.Name) {
+		if strings.HasPrefix(f.Name, name) {
+			prefixed = append(prefixed, f.Name)
+		}
+	})
+	if len(prefixed) == 1 {
+		return dashed(prefixed[0])
+	}
+	limit := 1 // a typo in a short name: one letter off
+	if len(name) > 5 {
+		limit = 2
+	}
+	best, bestD := "", limit+1
+	fs.VisitAll(func(f *flag.Flag) {
+		if d := editDistance(name, f.Name); d < bestD && len(f.Name) > 2 {
 			best, bestD = f.Name, d
 		}
 	})
 	return dashed(best)
+}
+
+// typedOption is the unknown option name as the user typed it in args (-n4 or --n4).
+func typedOption(args []string, name string) string {
+	for _, a := range args {
+		if opt, _, _ := strings.Cut(a, "="); strings.TrimLeft(opt, "-") == name && strings.HasPrefix(opt, "-") {
+			return opt
+		}
+	}
+	return dashed(name)
+}
+
+func isBoolFlag(f *flag.Flag) bool {
+	b, ok := f.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
+func isNumber(s string) bool {
+	_, err := strconv.ParseFloat(s, 64)
+	return err == nil
 }
 
 // dashed spells an option as llama.cpp does: -x, --long (or "" for "").
@@ -86,27 +155,34 @@ func dashed(name string) string {
 }
 
 // llamaShort are llama.cpp's short options longer than a letter, spelt with one dash.
-var llamaShort = map[string]bool{"ngl": true, "if": true, "cnv": true, "no-cnv": true, "sys": true}
+var llamaShort = map[string]bool{"ngl": true, "if": true, "cnv": true, "no-cnv": true, "sys": true,
+	"fa": true, "tb": true, "ub": true, "np": true, "sp": true, "hf": true}
 
-// editDistance is the Levenshtein distance between a and b (bytes).
+// editDistance is the number of single-byte insertions, deletions, substitutions and swaps of
+// neighbours that turn a into b (the optimal string alignment distance: "tmep" is one from
+// "temp").
 func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
 	}
 	for i := 1; i <= len(a); i++ {
-		cur[0] = i
 		for j := 1; j <= len(b); j++ {
-			c := prev[j-1]
+			c := d[i-1][j-1]
 			if a[i-1] != b[j-1] {
 				c++
 			}
-			cur[j] = min(c, prev[j]+1, cur[j-1]+1)
+			d[i][j] = min(c, d[i-1][j]+1, d[i][j-1]+1)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
 		}
-		prev, cur = cur, prev
 	}
-	return prev[len(b)]
+	return d[len(a)][len(b)]
 }
 
 // def32 is a float32 default as a float64 that prints as written (0.8, not 0.800000011920929).
@@ -146,11 +222,15 @@ func parseModelFlags(fs *flag.FlagSet, args []string, model *string, stderr io.W
 	return resolveModel(model, stderr) // hf://ORG/NAME[:QUANT] from the Hub's cache or by pulling
 }
 
-// promptText returns the text of -p, or of the file named by -f.
+// promptText returns the text of -p, or of the file named by -f ("-" or /dev/stdin: the
+// standard input).
 func promptText(fs *flag.FlagSet, stderr io.Writer, text, file string) (string, error) {
 	switch {
 	case file != "" && text != "":
 		return "", usageError(fs, stderr, "use -p or -f, not both")
+	case isStdin(file):
+		b, err := readStdin("-f "+file, maxPromptBytes)
+		return strings.TrimSuffix(string(b), "\n"), err
 	case file != "":
 		// llama-cli strips one trailing newline of a prompt file (an editor's final newline).
 		b, err := readInput("-f", file, maxPromptBytes)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/gorun-dev/gorun/hub"
 	"github.com/gorun-dev/gorun/llm"
 )
 
@@ -19,6 +20,12 @@ type modelFlags struct {
 	ngl     int
 	q8act   bool
 	mem     memLimit
+	// llama.cpp's options typed by habit: -ub caps -b; the others change nothing here (their
+	// help says why).
+	ubatch, threadsBatch int
+	flashAttn            onOffAuto
+	mlock, noWarmup      bool
+	noMmap               bool
 	// chat is --chat-template / --chat-template-file, for the commands that chat (run,
 	// serve): they register it with registerChatTemplate.
 	chat chatTemplateFlags
@@ -61,8 +68,10 @@ func (m *modelFlags) register(fs interface {
 	IntVar(*int, string, int, string)
 	BoolVar(*bool, string, bool, string)
 }) {
-	fs.StringVar(&m.model, "m", "", "model `FILE` (GGUF)")
-	fs.StringVar(&m.model, "model", "", "same as -m")
+	fs.Var(modelPath{&m.model}, "m", "model `FILE` (GGUF)")
+	fs.Var(modelPath{&m.model}, "model", "same as -m")
+	fs.Var(hfRef{&m.model}, "hf", "model `ORG/NAME[:QUANT]` of the Hugging Face Hub, pulled if not in the cache (as gorun pull)")
+	fs.Var(hfRef{&m.model}, "hf-repo", "same as -hf")
 	fs.IntVar(&m.threads, "t", 0, "CPU `threads` (default: one per physical core)")
 	fs.IntVar(&m.threads, "threads", 0, "same as -t")
 	fs.IntVar(&m.ctx, "c", 0, "context length in tokens (default: the model's)")
@@ -73,11 +82,79 @@ func (m *modelFlags) register(fs interface {
 	fs.IntVar(&m.ngl, "n-gpu-layers", 0, "same as -ngl")
 	fs.BoolVar(&m.q8act, "quantized-activations", false, "quantize activations to 8 bits for quantized weights (ggml's integer path) instead of float32")
 	fs.Var(&m.mem, "mem-limit", "refuse a model and context needing more than `SIZE` (512M, 8G, ...; auto: the memory available; off)")
+	fs.IntVar(&m.ubatch, "ub", 512, "physical batch: the most prompt tokens evaluated at once (-b larger than it is cut to it)")
+	fs.IntVar(&m.ubatch, "ubatch-size", 512, "same as -ub")
+	fs.IntVar(&m.threadsBatch, "tb", 0, "threads for prompts: accepted for llama.cpp's command lines; gorun evaluates prompts with the -t threads")
+	fs.IntVar(&m.threadsBatch, "threads-batch", 0, "same as -tb")
+	fs.Var(&m.flashAttn, "fa", "flash attention: on, off or auto; accepted for llama.cpp's command lines: gorun's attention is always one fused kernel (no effect)")
+	fs.Var(&m.flashAttn, "flash-attn", "same as -fa")
+	fs.BoolVar(&m.mlock, "mlock", false, "accepted for llama.cpp's command lines; no effect (the model stays mapped from its file)")
+	fs.BoolVar(&m.noWarmup, "no-warmup", false, "accepted for llama.cpp's command lines; no effect (gorun runs no warm-up)")
+	fs.BoolVar(&m.noMmap, "no-mmap", false, "accepted for llama.cpp's command lines; no effect (gorun maps the model as it always does)")
+}
+
+// modelPath is -m FILE, refused after -hf (one model).
+type modelPath struct{ model *string }
+
+func (p modelPath) String() string {
+	if p.model == nil {
+		return ""
+	}
+	return *p.model
+}
+
+func (p modelPath) Set(s string) error {
+	if strings.HasPrefix(*p.model, "hf://") {
+		return fmt.Errorf("-hf %s names the model already", strings.TrimPrefix(*p.model, "hf://"))
+	}
+	*p.model = s
+	return nil
+}
+
+// hfRef is llama.cpp's -hf ORG/NAME[:QUANT]: it sets the model to hf://ORG/NAME[:QUANT],
+// which the commands resolve from the Hub cache or by pulling (resolveModel).
+type hfRef struct{ model *string }
+
+func (h hfRef) String() string {
+	if h.model == nil {
+		return ""
+	}
+	return strings.TrimPrefix(*h.model, "hf://")
+}
+
+func (h hfRef) Set(s string) error {
+	if *h.model != "" && !strings.HasPrefix(*h.model, "hf://") {
+		return fmt.Errorf("-m %s names the model already", *h.model)
+	}
+	if _, _, err := hub.ParseRef(s); err != nil {
+		return err
+	}
+	*h.model = "hf://" + s
+	return nil
+}
+
+// onOffAuto is llama.cpp's -fa: on, off, auto, or alone (on).
+type onOffAuto string
+
+func (v *onOffAuto) String() string   { return string(*v) }
+func (v *onOffAuto) IsBoolFlag() bool { return true }
+func (v *onOffAuto) Set(s string) error {
+	switch strings.ToLower(s) {
+	case "on", "true", "1":
+		*v = "on"
+	case "off", "false", "0":
+		*v = "off"
+	case "auto":
+		*v = "auto"
+	default:
+		return fmt.Errorf("want on, off or auto")
+	}
+	return nil
 }
 
 func (m *modelFlags) load(stderr io.Writer) (*llm.Model, error) {
-	if m.threads < 0 || m.ctx < 0 || m.batch < 1 {
-		return nil, fmt.Errorf("-t, -c must be >= 0 and -b >= 1")
+	if m.threads < 0 || m.ctx < 0 || m.batch < 1 || m.ubatch < 1 || m.threadsBatch < 0 {
+		return nil, fmt.Errorf("-t, -tb, -c must be >= 0 and -b, -ub >= 1")
 	}
 	if m.ngl < 0 {
 		return nil, fmt.Errorf("-ngl %d: the layer count must be >= 0", m.ngl)
@@ -86,7 +163,7 @@ func (m *modelFlags) load(stderr io.Writer) (*llm.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := llm.Options{Threads: m.threads, ContextLength: m.ctx, BatchSize: m.batch, QuantizedActivations: m.q8act,
+	opts := llm.Options{Threads: m.threads, ContextLength: m.ctx, BatchSize: min(m.batch, m.ubatch), QuantizedActivations: m.q8act,
 		MemoryLimit: int64(m.mem), GPULayers: m.ngl, ChatTemplate: tmpl}
 	return loadOnDevice(m.model, opts, stderr)
 }

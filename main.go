@@ -18,7 +18,8 @@ import (
 const usage = `gorun: run GGUF language models (GPT-2, Llama, Qwen2) in pure Go
 
 Usage:
-  gorun -m MODEL.gguf -p PROMPT [options]      generate text (the default command)
+  gorun -m MODEL.gguf -p PROMPT [options]      generate text (the default command: run)
+  gorun run MODEL PROMPT [options]             the same, ollama's way (MODEL: a file or ORG/NAME[:QUANT])
   gorun tokenize -m MODEL.gguf -p TEXT [--ids] print the tokens of a text
   gorun perplexity -m MODEL.gguf -f TEXT       measure perplexity (llama-perplexity's protocol)
   gorun quantize IN.gguf OUT.gguf TYPE         write a quantized copy of a model
@@ -26,6 +27,9 @@ Usage:
   gorun random-model -shape 124M -o OUT.gguf   write a random-weight GPT-2 for benchmarks
   gorun convert HF_DIR OUT.gguf [--outtype T]  convert a Hugging Face GPT-2 (safetensors) to GGUF
   gorun pull ORG/NAME[:QUANT]                  download a model from the Hugging Face Hub
+  gorun list                                   the models pulled (Hugging Face cache)
+  gorun show MODEL                             a model's name, architecture, quantization, size, context
+  gorun rm ORG/NAME[:QUANT]                    remove a pulled model
   gorun serve -m MODEL.gguf [--port 8080]      OpenAI-compatible HTTP server
   gorun bench-serve --url URL [--clients 8,32] load-test a server (gorun's or llama-server)
   gorun help [COMMAND]                         show help
@@ -47,6 +51,9 @@ var commands = map[string]func(args []string, stdout, stderr io.Writer) error{
 	"pull":         cmdPull,
 	"serve":        cmdServe,
 	"bench-serve":  cmdBenchServe,
+	"list":         cmdList,
+	"show":         cmdShow,
+	"rm":           cmdRm,
 }
 
 // errUsage marks errors caused by the command line (already explained on stderr).
@@ -82,11 +89,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 		name, args = args[0], args[1:]
 	}
 	if name == "help" {
-		if len(args) > 0 && commands[args[0]] != nil {
+		switch {
+		case len(args) == 0:
+			name, args = "run", []string{"-h"}
+		case commands[args[0]] != nil:
 			name, args = args[0], []string{"-h"}
-		} else {
-			args = []string{"-h"}
-			name = "run"
+		default:
+			fmt.Fprintf(stderr, "gorun help: unknown command %q (run 'gorun help' for the commands)\n", args[0])
+			return exitUsage
 		}
 	}
 	if len(args) == 0 && name == "run" {

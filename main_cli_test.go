@@ -233,7 +233,7 @@ func TestCLIHelp(t *testing.T) {
 		if code != 0 || errs != "" {
 			t.Errorf("%q: exit %d, stderr %q", args, code, errs)
 		}
-		for _, want := range []string{"gorun tokenize", "gorun bench", "gorun serve", "-temp", "(default 0.8)", "(default 0.95)", "(default 0.05)", "-reverse-prompt", "-frequency-penalty"} {
+		for _, want := range []string{"gorun tokenize", "gorun bench", "gorun serve", "--temp", "(default: 0.8)", "(default: 0.95)", "(default: 0.05)", "--reverse-prompt", "--frequency-penalty"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("%q: help lacks %q", args, want)
 			}
@@ -282,23 +282,29 @@ func TestCLITokenizeEmptyText(t *testing.T) {
 	}
 }
 
-// Row "random-model -o existing.gguf": refused unless -f/--force.
+// Issue 21 item 13: one overwrite rule for the commands that write a model, llama-quantize's:
+// random-model replaces an existing output as convert and quantize do (-f/--force accepted).
 func TestCLIRandomModelOverwrite(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "m.gguf")
-	os.WriteFile(p, []byte("precious"), 0o644)
-	if code, _, errs := gorun("random-model", "-shape", "tiny", "-o", p); code != 1 || !strings.Contains(errs, "refusing to overwrite") {
-		t.Errorf("exit %d, stderr %q", code, errs)
-	}
-	if b, _ := os.ReadFile(p); string(b) != "precious" {
-		t.Error("the file was overwritten")
-	}
-	for _, f := range []string{"-f", "--force"} {
-		if code, _, errs := gorun("random-model", "-shape", "tiny", "-o", p, f); code != 0 {
-			t.Errorf("%s: exit %d, stderr %q", f, code, errs)
+	for _, f := range []string{"", "-f", "--force"} {
+		os.WriteFile(p, []byte("precious"), 0o644)
+		args := []string{"random-model", "-shape", "tiny", "-o", p}
+		if f != "" {
+			args = append(args, f)
 		}
-		if b, _ := os.ReadFile(p); string(b[:4]) != "GGUF" {
+		if code, _, errs := gorun(args...); code != 0 {
+			t.Errorf("%q: exit %d, stderr %q", f, code, errs)
+		}
+		if b, _ := os.ReadFile(p); len(b) < 4 || string(b[:4]) != "GGUF" {
 			t.Errorf("%s: not overwritten", f)
 		}
+	}
+	// -shape in any case; a bad one names the shapes, not a package.
+	if code, _, errs := gorun("random-model", "-shape", "TINY", "-o", p); code != 0 {
+		t.Errorf("-shape TINY: exit %d, stderr %q", code, errs)
+	}
+	if code, _, errs := gorun("random-model", "-shape", "7b", "-o", p); code != 2 || strings.Contains(errs, "testmodel") || !strings.Contains(errs, "124M") {
+		t.Errorf("-shape 7b: exit %d, stderr %q", code, errs)
 	}
 }
 

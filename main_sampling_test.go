@@ -13,8 +13,7 @@ import (
 	"github.com/gorun-dev/gorun/llm"
 )
 
-// llama.cpp's "off" values of the sampling flags keep their meaning, though a zero option in
-// the library means its default: --top-k 0 keeps every token (as --top-k of the vocabulary
+// llama.cpp's "off" values of the sampling flags keep their meaning: --top-k 0 keeps every token (as --top-k of the vocabulary
 // size), --repeat-last-n 0 turns the penalty off (as --repeat-penalty 1).
 func TestSamplingFlagsOff(t *testing.T) {
 	tiny := tinyFile(t) // a 512-token vocabulary
@@ -58,8 +57,11 @@ func TestSameTextCLIServerLibrary(t *testing.T) {
 	for _, id := range tok.Encode(prompt) {
 		bias[id] = float32(math.Inf(-1))
 	}
-	sample := llm.SampleOptions{Temperature: 0.9, Seed: seed, RepeatPenalty: 1.3, RepeatLastN: llm.WholeContext,
-		FrequencyPenalty: 0.5, PresencePenalty: 0.4, LogitBias: bias}
+	// The command's options, as a library user writes them: DefaultSampling is what the
+	// command's options left out mean.
+	sample := llm.DefaultSampling()
+	sample.Temperature, sample.Seed, sample.RepeatPenalty, sample.RepeatLastN = 0.9, seed, 1.3, llm.WholeContext
+	sample.FrequencyPenalty, sample.PresencePenalty, sample.LogitBias = 0.5, 0.4, bias
 	library := func(o llm.SampleOptions) string {
 		t.Helper()
 		sess, err := m.NewSession()
@@ -110,5 +112,56 @@ func TestSameTextCLIServerLibrary(t *testing.T) {
 		if s := library(o); s == lib {
 			t.Errorf("%s gives the same text %q: the test shows nothing", name, s)
 		}
+	}
+}
+
+// Issue 21 item 8: one meaning per value. 0 turns top-k, min-p and the penalty window off and
+// seed 0 is a seed like any other, in the command, the server and the library alike, so a
+// command line written as SampleOptions gives the same text.
+func TestZeroMeansTheSameEverywhere(t *testing.T) {
+	model := fixtures.Path(t, "gpt2-tiny-f16.gguf")
+	const prompt, n = "And God said", 24
+	m, err := llm.Load(model, llm.Options{Threads: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	library := func(o llm.SampleOptions) string {
+		t.Helper()
+		sess, err := m.NewSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sess.Close()
+		var b strings.Builder
+		if _, err := sess.Generate(context.Background(), prompt, llm.GenerateOptions{MaxTokens: n, IgnoreEOS: true, Sample: o},
+			func(s string) error { b.WriteString(s); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
+	// TopK, MinP, RepeatLastN and Seed left at zero.
+	lib := library(llm.SampleOptions{Temperature: 1.3, TopP: 0.95, RepeatPenalty: 1.5})
+	code, cli, errs := gorun("-m", model, "-p", prompt, "-n", strconv.Itoa(n), "--ignore-eos", "--no-display-prompt", "-t", "2",
+		"--temp", "1.3", "--top-k", "0", "--min-p", "0", "--repeat-last-n", "0", "--repeat-penalty", "1.5", "--seed", "0")
+	if code != 0 {
+		t.Fatalf("gorun: exit %d: %s", code, errs)
+	}
+	url, stop := serveFor(t, "-m", model)
+	defer stop()
+	server := completionText(t, url, fmt.Sprintf(`{"prompt":%q,"max_tokens":%d,"ignore_eos":true,"temperature":1.3,"top_k":0,"min_p":0,"repeat_last_n":0,"repeat_penalty":1.5,"seed":0}`, prompt, n))
+	if cli != lib || server != lib {
+		t.Errorf("the same zeros, three texts:\nlibrary %q\ncli     %q\nserver  %q", lib, cli, server)
+	}
+	// The zeros are "off", not the defaults: llama.cpp's filters give another text for seed 0.
+	d := llm.DefaultSampling()
+	d.Temperature, d.RepeatPenalty, d.Seed = 1.3, 1.5, 0
+	if lib == library(d) {
+		t.Errorf("zero filters give the text of DefaultSampling's: %q", lib)
+	}
+	// An absent seed and -1 are random, everywhere: two requests differ.
+	if a, b := completionText(t, url, fmt.Sprintf(`{"prompt":%q,"max_tokens":%d,"temperature":1.3,"top_k":0,"seed":-1}`, prompt, n)),
+		completionText(t, url, fmt.Sprintf(`{"prompt":%q,"max_tokens":%d,"temperature":1.3,"top_k":0}`, prompt, n)); a == b {
+		t.Errorf("seed -1 and no seed gave one text %q", a)
 	}
 }

@@ -87,7 +87,7 @@ func TestBadInput(t *testing.T) {
 		want string
 	}{
 		{[]string{"-p", "hi"}, 2, "no model"},
-		{[]string{"-m", tiny, "--bogus"}, 2, "flag provided but not defined"},
+		{[]string{"-m", tiny, "--bogus"}, 2, "unknown option --bogus"},
 		{[]string{"-m", tiny, "-n", "x"}, 2, "invalid value"},
 		{[]string{"-m", tiny, "--top-p", "0"}, 2, "--top-p must be in (0, 1]"},
 		{[]string{"-m", filepath.Join(dir, "missing.gguf"), "-p", "hi"}, 1, "no such file"},
@@ -138,8 +138,8 @@ func TestBenchAndRandomModel(t *testing.T) {
 			t.Errorf("bench output lacks %q:\n%s", want, out)
 		}
 	}
-	if rows := strings.Count(out, "\n"); rows != 2+4 {
-		t.Errorf("%d lines, want header + 4 rows:\n%s", rows, out)
+	if rows := strings.Count(out, "\n"); rows != 2+4+2 {
+		t.Errorf("%d lines, want header + 4 rows + a blank line and the build line:\n%s", rows, out)
 	}
 	code, out, _ = gorun("bench", "-m", p, "-p", "8", "-n", "0", "-r", "1", "-o", "json")
 	var res []map[string]any

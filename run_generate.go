@@ -19,7 +19,11 @@ type generator struct {
 	opts   llm.GenerateOptions // sampling, IgnoreEOS, stop strings that end the text unseen
 	tokens bool                // pass every token to emit (GenerateTokens), not only text
 	shift  bool                // shift a full context instead of stopping there
-	keep   int                 // tokens at the start of the context that a shift keeps
+	// onlyBefore shifts only to make room for a text, never during generation (conversation
+	// mode: an answer that fills the context stops there, with a word to the user, instead of
+	// rambling through shift after shift when the model never ends its turn).
+	onlyBefore bool
+	keep       int // tokens at the start of the context that a shift keeps
 
 	// trackDrops keeps the tokens context shifts drop (dropped), in order: a conversation
 	// with a chat template compares the whole conversation's text with its rendering.
@@ -50,7 +54,7 @@ func (g *generator) run(ctx context.Context, text string, maxTokens int, emit fu
 	for {
 		st, err := g.once(ctx, text, maxTokens, emit)
 		total = addStats(total, st)
-		if err != nil || st.Stop != llm.StopContextFull || !g.shift {
+		if err != nil || st.Stop != llm.StopContextFull || !g.shift || g.onlyBefore {
 			return total, err
 		}
 		if maxTokens > 0 {

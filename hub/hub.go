@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -30,6 +31,22 @@ const DefaultEndpoint = "https://huggingface.co"
 
 // ErrOffline is wrapped when offline mode needs a file the cache does not have.
 var ErrOffline = errors.New("offline (HF_HUB_OFFLINE=1) and not in the cache")
+
+// ErrUnreachable is wrapped when the Hub cannot be reached (no network, a DNS failure, a
+// refused connection) and the cache does not have what was asked for.
+var ErrUnreachable = errors.New("cannot reach the Hugging Face Hub")
+
+// unreachable explains a failed connection to the Hub and how to work without it; an error of
+// another kind (too many redirects) is returned as it is.
+func (c *Client) unreachable(err error) error {
+	var op *net.OpError
+	var dns *net.DNSError
+	if !errors.As(err, &op) && !errors.As(err, &dns) {
+		return err
+	}
+	return fmt.Errorf("%w at %s (%v): check the network, or set HF_HUB_OFFLINE=1 to use only the models in the cache, or HF_ENDPOINT to use a mirror",
+		ErrUnreachable, c.Endpoint, errors.Unwrap(err))
+}
 
 // ErrAuth is wrapped when the Hub refuses a repository for want of a token (401/403).
 var ErrAuth = errors.New("the repository is gated or private")
@@ -160,7 +177,12 @@ func (c *Client) Files(repo, revision string) (commit string, files []string, er
 	}
 	resp, err := c.http().Do(req)
 	if err != nil {
-		return "", nil, err
+		// As huggingface_hub: what the cache has of the revision serves without the Hub.
+		if commit, files, cerr := c.cachedFiles(repo, revision); cerr == nil && errors.Is(c.unreachable(err), ErrUnreachable) {
+			c.log("%v; using the cached snapshot %s", c.unreachable(err), commit)
+			return commit, files, nil
+		}
+		return "", nil, c.unreachable(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -264,6 +286,11 @@ func (c *Client) Download(repo, revision, name string) (string, error) {
 		return c.cachedFile(repo, revision, name)
 	}
 	meta, err := c.head(repo, revision, name)
+	if errors.Is(err, ErrUnreachable) {
+		if p, cerr := c.cachedFile(repo, revision, name); cerr == nil {
+			return p, nil
+		}
+	}
 	if err != nil {
 		return "", err
 	}
@@ -371,7 +398,7 @@ func (c *Client) head(repo, revision, name string) (fileMeta, error) {
 	req.Header.Set("Accept-Encoding", "identity")
 	resp, err := cl.Do(req)
 	if err != nil {
-		return m, err
+		return m, c.unreachable(err)
 	}
 	resp.Body.Close()
 	if resp.StatusCode >= 400 {

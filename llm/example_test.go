@@ -73,12 +73,9 @@ func ExampleSession_Stream() {
 	defer m.Close()
 	s, _ := m.NewSession()
 
-	opts := llm.GenerateOptions{
-		MaxTokens: 64,
-		IgnoreEOS: true,
-		Sample:    llm.SampleOptions{Temperature: 0.8, Seed: 42}, // other filters: llama.cpp's defaults
-		LogProbs:  true,
-	}
+	opts := llm.GenerateOptions{MaxTokens: 64, IgnoreEOS: true, Sample: llm.DefaultSampling()} // llama.cpp's filters
+	opts.Sample.Seed = 42
+	opts.LogProbs = true
 	var text strings.Builder
 	n := 0
 	for p, err := range s.Stream(context.Background(), "Once upon a time", opts) {

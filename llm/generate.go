@@ -10,11 +10,14 @@ import (
 	"github.com/gorun-dev/gorun/internal/stopstr"
 )
 
-// GenerateOptions control Generate and Stream. The zero value generates DefaultMaxTokens
-// tokens greedily.
+// GenerateOptions control Generate and Stream. As in SampleOptions, a zero field means what
+// the gorun command's 0 means: MaxTokens 0 generates nothing (-n 0), and the zero Sample is
+// greedy decoding. Set MaxTokens (or NoLimit) and start Sample from DefaultSampling to
+// generate as the command does.
 type GenerateOptions struct {
-	// MaxTokens is the most tokens to generate. 0: DefaultMaxTokens; NoLimit (< 0): until the
-	// end of text, a stop string or a full context.
+	// MaxTokens is the most tokens to generate. 0: none (the prompt is added to the context,
+	// to be evaluated with the next call); NoLimit (< 0): until the end of text, a stop string
+	// or a full context.
 	MaxTokens int
 	// Sample chooses the tokens; the zero value is greedy decoding (see SampleOptions).
 	Sample SampleOptions
@@ -34,7 +37,8 @@ type GenerateOptions struct {
 	LogProbs bool
 }
 
-// DefaultMaxTokens is what MaxTokens 0 means (the gorun command's default -n).
+// DefaultMaxTokens is a bound for callers that want one: the server's max_tokens when a
+// request gives none (server.Config.DefaultMaxTokens 0).
 const DefaultMaxTokens = 128
 
 // NoLimit as GenerateOptions.MaxTokens generates until the end of text, a stop string or a
@@ -49,7 +53,7 @@ type Stats struct {
 	GenTime      time.Duration
 	Stop         StopReason
 	StopString   string // the stop string found, when Stop is StopString
-	Seed         uint64 // the seed sampling used (the random one when none was given)
+	Seed         uint64 // the seed sampling drew with (the one drawn for RandomSeed); 0 when greedy
 }
 
 // StopReason says why generation ended.
@@ -114,7 +118,7 @@ func (s *Session) GenerateTokens(ctx context.Context, prompt string, opts Genera
 // a nil error, and a final (Piece{}, err) when generation fails. Breaking out of the loop stops
 // generation (Stop is StopCaller). LastStats reports the generation afterwards.
 //
-//	for p, err := range s.Stream(ctx, "Hello", llm.GenerateOptions{}) {
+//	for p, err := range s.Stream(ctx, "Hello", llm.GenerateOptions{MaxTokens: 64}) {
 //		if err != nil { return err }
 //		fmt.Print(p.Text)
 //	}
@@ -168,9 +172,6 @@ func (s *Session) generate(ctx context.Context, prompt string, opts GenerateOpti
 		}
 	}
 	maxTokens := opts.MaxTokens
-	if maxTokens == 0 {
-		maxTokens = DefaultMaxTokens
-	}
 	tok := s.m.tok
 	ids := s.m.Tokenize(prompt, len(s.tokens) == 0)
 	if len(ids) == 0 && len(s.tokens) == 0 {
@@ -235,7 +236,7 @@ func (s *Session) generate(ctx context.Context, prompt string, opts GenerateOpti
 			finish(StopCancelled)
 			return st, cancelled(err)
 		}
-		if maxTokens > 0 && st.Tokens >= maxTokens {
+		if maxTokens >= 0 && st.Tokens >= maxTokens {
 			break
 		}
 		if len(s.tokens) >= s.m.nctx {
@@ -256,6 +257,12 @@ func (s *Session) generate(ctx context.Context, prompt string, opts GenerateOpti
 			}
 			finish(st.Stop)
 			return st, err
+		}
+		if err := ctx.Err(); err != nil && !first {
+			// Cancelled while the step computed (Ctrl-C comes then, mostly): no token after
+			// the cancellation. The logits stay for the next call.
+			finish(StopCancelled)
+			return st, cancelled(err)
 		}
 		if first {
 			st.PromptTime = time.Since(start)

@@ -187,7 +187,7 @@ func TestSamplingDeterministic(t *testing.T) {
 		}
 		return sb.String()
 	}
-	opts := DefaultSampleOptions()
+	opts := DefaultSampling()
 	opts.Seed = 42
 	if a, b := gen(opts), gen(opts); a != b {
 		t.Errorf("same seed, different text: %q vs %q", a, b)

@@ -5,7 +5,8 @@
 //	if err != nil { ... }
 //	defer m.Close()
 //	s, err := m.NewSession()
-//	stats, err := s.Generate(ctx, "Hello", llm.GenerateOptions{MaxTokens: 32}, func(piece string) error {
+//	opts := llm.GenerateOptions{MaxTokens: 32, Sample: llm.DefaultSampling()} // zero Sample: greedy
+//	stats, err := s.Generate(ctx, "Hello", opts, func(piece string) error {
 //		fmt.Print(piece)
 //		return nil
 //	})

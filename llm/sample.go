@@ -14,27 +14,30 @@ import (
 // llama.cpp applies the repetition penalty first; gorun subtracts the frequency and presence
 // penalties first, as it always has, so that its seeded texts stay as they were.)
 //
-// Every zero value means something: a zero Temperature is greedy decoding (as llama.cpp's
-// --temp 0), and every other field left at zero takes llama.cpp's default. To turn a filter off,
-// give the value named in its comment (NoTopK, 1, NoMinP, 1, ...). NaN and Inf are rejected.
+// A zero field turns its step off, as 0 does for the gorun command's option of the same name
+// (--temp 0 is greedy, --top-k 0, --min-p 0 and --repeat-last-n 0 are off, --seed 0 is the
+// seed 0): the zero SampleOptions is greedy decoding. Start from DefaultSampling, llama.cpp's
+// defaults, to sample as llama-cli and gorun do when no option is given. NaN and Inf are
+// rejected.
 type SampleOptions struct {
 	// Temperature divides the logits before the draw. 0 (or less): greedy, the most likely
 	// token after the logit bias and the penalties; the other filters and the seed then do not
 	// matter.
 	Temperature float32
-	// TopK keeps the k most likely tokens. 0: llama.cpp's default, 40; NoTopK (< 0): all.
+	// TopK keeps the k most likely tokens. 0 (or less): off, all tokens.
 	TopK int
 	// TopP keeps the smallest set of most likely tokens whose probability reaches p.
-	// 0: llama.cpp's default, 0.95; 1: off. Must be in [0, 1].
+	// 0 or 1: off. Must be in [0, 1].
 	TopP float32
-	// MinP drops tokens less likely than MinP times the most likely one.
-	// 0: llama.cpp's default, 0.05; NoMinP (< 0): off. Must be at most 1.
+	// MinP drops tokens less likely than MinP times the most likely one. 0 (or less): off.
+	// Must be at most 1.
 	MinP float32
 	// RepeatPenalty divides positive logits (multiplies negative ones) of tokens among the last
-	// RepeatLastN of the context. 0: llama.cpp's default, 1 (off). Must not be negative.
+	// RepeatLastN of the context. 0 or 1: off. Must not be negative.
 	RepeatPenalty float32
-	// RepeatLastN is how many recent context tokens the penalties look at. 0: llama.cpp's
-	// default, 64; WholeContext (< 0): the whole context.
+	// RepeatLastN is how many recent context tokens the penalties look at. 0: none (the
+	// penalties are off, except the generated tokens PenalizeGenerated counts); WholeContext
+	// (-1): the whole context.
 	RepeatLastN int
 	// FrequencyPenalty is subtracted from a token's logit once per occurrence among the counted
 	// tokens, and PresencePenalty once if it occurs there (0: off). They count the last
@@ -47,28 +50,42 @@ type SampleOptions struct {
 	// LogitBias is added to the logits of its tokens before every other step; -Inf bans a token.
 	// Token ids must be in the vocabulary; NaN and +Inf are rejected.
 	LogitBias map[int32]float32
-	// Seed makes sampling reproducible. 0: a random seed, drawn per Generate call and
-	// reported in Stats.Seed (give it back to reproduce the text). The draw for the token at
-	// context position p depends only on (Seed, p), so generating N*k tokens in one call or
-	// in N calls of k gives the same text.
+	// Seed makes sampling reproducible; 0 is a seed like any other. RandomSeed: a random seed,
+	// drawn per Generate call and reported in Stats.Seed (give it back to reproduce the text).
+	// The draw for the token at context position p depends only on (Seed, p), so generating
+	// N*k tokens in one call or in N calls of k gives the same text.
 	Seed uint64
 }
 
-// Values that turn a sampling filter off (see SampleOptions).
+// RandomSeed as SampleOptions.Seed draws a random seed per generation: the gorun command's
+// --seed -1 and the server's absent or -1 seed (llama.cpp's LLAMA_DEFAULT_SEED, all ones).
+const RandomSeed = math.MaxUint64
+
+// Values that turn a sampling filter off (see SampleOptions). NoTopK and NoMinP are 0, the
+// zero value; they name it where a filter is turned off on purpose.
 const (
-	NoTopK       = -1
-	NoMinP       = -1
+	NoTopK       = 0
+	NoMinP       = 0
 	WholeContext = -1
 )
 
 // Greedy is greedy decoding: always the most likely token (the zero SampleOptions).
 var Greedy = SampleOptions{}
 
-// DefaultSampleOptions are llama.cpp's defaults (what zero fields mean, spelled out), with
-// temperature 0.8.
-func DefaultSampleOptions() SampleOptions {
-	return SampleOptions{Temperature: 0.8, TopK: 40, TopP: 0.95, MinP: 0.05, RepeatPenalty: 1, RepeatLastN: 64}
+// DefaultSampling returns llama.cpp's sampling defaults, what the gorun command and the server
+// use when no option is given: temperature 0.8, top-k 40, top-p 0.95, min-p 0.05, no
+// repetition penalty (1, over the last 64 tokens) and a random seed. Change the fields wanted:
+//
+//	o := llm.DefaultSampling()
+//	o.Temperature, o.Seed = 0.7, 42
+func DefaultSampling() SampleOptions {
+	return SampleOptions{Temperature: 0.8, TopK: 40, TopP: 0.95, MinP: 0.05, RepeatPenalty: 1, RepeatLastN: 64, Seed: RandomSeed}
 }
+
+// DefaultSampleOptions is DefaultSampling.
+//
+// Deprecated: use DefaultSampling.
+func DefaultSampleOptions() SampleOptions { return DefaultSampling() }
 
 // Validate reports an option that is NaN, infinite or out of range, naming it.
 func (o SampleOptions) Validate() error {
@@ -107,31 +124,10 @@ func (o SampleOptions) checkVocab(n int) error {
 	return nil
 }
 
-// resolved replaces zero values by the defaults they stand for.
-func (o SampleOptions) resolved() SampleOptions {
-	d := DefaultSampleOptions()
-	if o.TopK == 0 {
-		o.TopK = d.TopK
-	}
-	if o.TopP == 0 {
-		o.TopP = d.TopP
-	}
-	if o.MinP == 0 {
-		o.MinP = d.MinP
-	}
-	if o.RepeatPenalty == 0 {
-		o.RepeatPenalty = d.RepeatPenalty
-	}
-	if o.RepeatLastN == 0 {
-		o.RepeatLastN = d.RepeatLastN
-	}
-	return o
-}
-
-// randomSeed returns a nonzero random seed.
+// randomSeed returns a random seed other than RandomSeed.
 func randomSeed() uint64 {
 	for {
-		if s := rand.Uint64(); s != 0 {
+		if s := rand.Uint64(); s != RandomSeed {
 			return s
 		}
 	}
@@ -154,11 +150,13 @@ type Sampler struct {
 	start  int // len(recent) at the first draw: where the generated tokens begin
 }
 
-// NewSampler makes a sampler for a vocabulary of n tokens. Zero options take their defaults
-// (see SampleOptions); a zero Seed is replaced by a random one (Seed reports it).
+// NewSampler makes a sampler for a vocabulary of n tokens (see SampleOptions). RandomSeed is
+// replaced by a random seed (Seed reports it).
 func NewSampler(opts SampleOptions, n int) *Sampler {
-	opts = opts.resolved()
-	if opts.Seed == 0 {
+	switch {
+	case opts.Temperature <= 0:
+		opts.Seed = 0 // greedy decoding draws nothing: no seed to report
+	case opts.Seed == RandomSeed:
 		opts.Seed = randomSeed()
 	}
 	s := &Sampler{opts: opts, cand: make([]candidate, n), work: make([]float32, n), start: -1}
@@ -168,7 +166,7 @@ func NewSampler(opts SampleOptions, n int) *Sampler {
 	return s
 }
 
-// Seed is the seed the sampler draws with.
+// Seed is the seed the sampler draws with (0 for greedy decoding, which draws nothing).
 func (s *Sampler) Seed() uint64 { return s.opts.Seed }
 
 // Sample returns the next token given the logits and the recent tokens, drawing the random
@@ -217,7 +215,7 @@ func (s *Sampler) SampleAt(logits []float32, recent []int32, pos uint64) (int32,
 		return -1, errAllBanned
 	}
 	softmax(c, 1)
-	if o.TopP < 1 {
+	if o.TopP > 0 && o.TopP < 1 {
 		var cum float32
 		for i := range c {
 			cum += c[i].p
@@ -268,7 +266,7 @@ func checkFinite(logits []float32) error {
 // stay as they are). With none of them on, it returns the logits themselves.
 func (s *Sampler) adjust(logits []float32, recent []int32) ([]float32, error) {
 	o := &s.opts
-	repeat := o.RepeatPenalty != 1 && o.RepeatPenalty > 0 && len(recent) > 0
+	repeat := o.RepeatPenalty != 1 && o.RepeatPenalty > 0 && o.RepeatLastN != 0 && len(recent) > 0
 	counted := s.counted(recent)
 	if len(o.LogitBias) == 0 && len(counted) == 0 && !repeat {
 		return logits, nil

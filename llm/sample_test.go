@@ -51,11 +51,11 @@ func TestSamplerBiasAndPenalties(t *testing.T) {
 	// Token 0 twice and token 1 once in the context: frequency 0.6 takes 1.2 from token 0
 	// (2.8) and 0.6 from token 1 (2.9): token 1.
 	recent := []int32{0, 1, 0}
-	if id := pick(SampleOptions{FrequencyPenalty: 0.6}, logits, recent); id != 1 {
+	if id := pick(SampleOptions{FrequencyPenalty: 0.6, RepeatLastN: 64}, logits, recent); id != 1 {
 		t.Errorf("frequency penalty: chose %d", id)
 	}
 	// Presence 0.7 takes 0.7 from both: 3.3, 2.8: token 0.
-	if id := pick(SampleOptions{PresencePenalty: 0.7}, logits, recent); id != 0 {
+	if id := pick(SampleOptions{PresencePenalty: 0.7, RepeatLastN: 64}, logits, recent); id != 0 {
 		t.Errorf("presence penalty: chose %d", id)
 	}
 	// The window: with RepeatLastN 1 only the last token (0) counts.
@@ -74,7 +74,7 @@ func TestSamplerBiasAndPenalties(t *testing.T) {
 	// llama.cpp's penalties sampler divides first). Token 0: (4 - 2*0.3) / 2 = 1.7 beats token
 	// 2's 1.6; in llama.cpp's order it would be 4/2 - 0.6 = 1.4 and lose.
 	logits = []float32{4, 0, 1.6, 0}
-	o := SampleOptions{FrequencyPenalty: 0.3, RepeatPenalty: 2}
+	o := SampleOptions{FrequencyPenalty: 0.3, RepeatPenalty: 2, RepeatLastN: 64}
 	if id := pick(o, logits, []int32{0, 0}); id != 0 {
 		t.Errorf("frequency then repetition penalty: chose %d, want 0 (1.7 > 1.6)", id)
 	}
@@ -90,7 +90,7 @@ func TestSamplerBadBias(t *testing.T) {
 		{Temperature: 1, Seed: 1, LogitBias: map[int32]float32{0: inf, 1: inf}},
 		{LogitBias: map[int32]float32{2: 1}},
 		{LogitBias: map[int32]float32{-1: 1}},
-		{LogitBias: map[int32]float32{1: 3e38}, FrequencyPenalty: -3e38},
+		{LogitBias: map[int32]float32{1: 3e38}, FrequencyPenalty: -3e38, RepeatLastN: 64},
 	} {
 		recent := []int32{1}
 		if _, err := NewSampler(o, len(logits)).SampleAt(logits, recent, 1); !errors.Is(err, ErrInvalidOption) {

@@ -82,7 +82,7 @@ var sessionIDs atomic.Uint64
 const promptSlice = 64
 
 // NewSession allocates a KV cache for the model's context length and builds the decode graph.
-// Its memory is about SessionBytes.
+// Its memory is about EstimateMemory(ContextLength()).Session().
 func (m *Model) NewSession() (*Session, error) {
 	if err := m.enter(); err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,7 +44,7 @@ func TestResumeEqualsOneCall(t *testing.T) {
 		t.Cleanup(func() { m.Close() })
 		models["fixture"] = m
 	}
-	seeded := DefaultSampleOptions()
+	seeded := DefaultSampling()
 	seeded.Seed = 1234
 	seeded.RepeatPenalty = 1.3 // the penalty window spans the calls too
 	for name, m := range models {
@@ -108,44 +109,64 @@ func fixturePath(name string) (string, error) {
 	return p, err
 }
 
-// Zero values: a zero Temperature is greedy; zero filters are llama.cpp's defaults; a zero seed
-// is random and reported; MaxTokens 0 is DefaultMaxTokens and NoLimit runs to a full context.
+// Zero values mean what the gorun command's 0 means: a zero Temperature is greedy, zero
+// filters are off, MaxTokens 0 generates nothing and NoLimit runs to a full context; RandomSeed
+// is random and reported, and seed 0 is a seed like any other.
 func TestZeroValues(t *testing.T) {
-	d := DefaultSampleOptions()
-	if r := (SampleOptions{Temperature: 1}).resolved(); r.TopK != d.TopK || r.TopP != d.TopP || r.MinP != d.MinP || r.RepeatPenalty != 1 || r.RepeatLastN != d.RepeatLastN {
-		t.Errorf("zero filters resolve to %+v", r)
-	}
 	m := tinyModel(t, func(c *testmodel.Config) { c.NCtx = 256 }, Options{Threads: 2})
 	s, _ := m.NewSession()
-	_, st := genText(t, s, "a b", GenerateOptions{IgnoreEOS: true})
-	if st.Tokens != DefaultMaxTokens || st.Stop != StopLength {
-		t.Errorf("MaxTokens 0: %d tokens, stop %q", st.Tokens, st.Stop)
+	txt, st := genText(t, s, "a b", GenerateOptions{IgnoreEOS: true})
+	if n := len(m.Tokenize("a b", true)); st.Tokens != 0 || txt != "" || st.Stop != StopLength || s.Pos() != n {
+		t.Errorf("MaxTokens 0: %d tokens %q, stop %q, pos %d (want nothing generated after the prompt's %d tokens)", st.Tokens, txt, st.Stop, s.Pos(), n)
 	}
 	s.Reset()
 	_, st = genText(t, s, "a b", GenerateOptions{MaxTokens: NoLimit, IgnoreEOS: true})
 	if st.Stop != StopContextFull || s.Pos() != 256 {
 		t.Errorf("NoLimit: %d tokens, stop %q, pos %d", st.Tokens, st.Stop, s.Pos())
 	}
-	// Temperature 1 with zero filters samples (not greedy): over a few seeds the text varies.
+	if st.Seed != 0 {
+		t.Errorf("greedy decoding reports seed %d (it draws nothing)", st.Seed)
+	}
+	gen := func(o SampleOptions) (string, Stats) {
+		s.Reset()
+		return genText(t, s, "a b", GenerateOptions{MaxTokens: 16, IgnoreEOS: true, Sample: o})
+	}
+	// Zero filters are off: with TopK 1 (only the most likely token) the text is greedy's, and
+	// the zero filters added to it change nothing; DefaultSampling's filters do filter.
+	greedy, _ := gen(Greedy)
+	if top1, _ := gen(SampleOptions{Temperature: 1, TopK: 1}); top1 != greedy {
+		t.Errorf("TopK 1: %q, greedy %q", top1, greedy)
+	}
+	zero, _ := gen(SampleOptions{Temperature: 1, Seed: 5})
+	off, _ := gen(SampleOptions{Temperature: 1, Seed: 5, TopK: NoTopK, TopP: 1, MinP: NoMinP, RepeatPenalty: 1, RepeatLastN: 0})
+	if zero != off {
+		t.Errorf("zero filters %q, filters off %q", zero, off)
+	}
+	// Seed 0 is reproducible; RandomSeed varies and reports the seed it drew.
+	s0a, st0 := gen(SampleOptions{Temperature: 1})
+	s0b, _ := gen(SampleOptions{Temperature: 1})
+	if s0a != s0b || st0.Seed != 0 {
+		t.Errorf("seed 0: %q then %q, reported seed %d", s0a, s0b, st0.Seed)
+	}
 	texts := map[string]bool{}
 	var seeds []uint64
 	for i := 0; i < 4; i++ {
-		s.Reset()
-		txt, st := genText(t, s, "a b", GenerateOptions{MaxTokens: 16, IgnoreEOS: true, Sample: SampleOptions{Temperature: 1}})
+		o := DefaultSampling()
+		o.Temperature = 1
+		txt, st := gen(o)
 		texts[txt] = true
-		if st.Seed == 0 {
+		if st.Seed == RandomSeed {
 			t.Fatal("random seed not reported")
 		}
 		seeds = append(seeds, st.Seed)
 		// The reported seed reproduces the text.
-		s.Reset()
-		again, _ := genText(t, s, "a b", GenerateOptions{MaxTokens: 16, IgnoreEOS: true, Sample: SampleOptions{Temperature: 1, Seed: st.Seed}})
-		if again != txt {
+		o.Seed = st.Seed
+		if again, _ := gen(o); again != txt {
 			t.Errorf("seed %d: %q, then %q", st.Seed, txt, again)
 		}
 	}
 	if len(texts) < 2 {
-		t.Errorf("zero seeds %v gave one text %v: not random", seeds, texts)
+		t.Errorf("random seeds %v gave one text %v", seeds, texts)
 	}
 }
 
@@ -460,7 +481,8 @@ func TestStreamTokensAndLogProbs(t *testing.T) {
 func TestSaveLoadSession(t *testing.T) {
 	m := tinyModel(t, nil, Options{Threads: 2})
 	s, _ := m.NewSession()
-	opts := GenerateOptions{MaxTokens: 10, IgnoreEOS: true, Sample: SampleOptions{Temperature: 0.9, Seed: 7}}
+	opts := GenerateOptions{MaxTokens: 10, IgnoreEOS: true, Sample: DefaultSampling()}
+	opts.Sample.Temperature, opts.Sample.Seed = 0.9, 7
 	genText(t, s, "a b c", opts)
 	var buf bytes.Buffer
 	if err := s.Save(&buf); err != nil {
@@ -539,5 +561,41 @@ func TestRewind(t *testing.T) {
 	}
 	if err := s.Rewind(st.PromptTokens); err != nil || s.Pos() != st.PromptTokens {
 		t.Errorf("rewind to the prompt: %v, pos %d", err, s.Pos())
+	}
+}
+
+// lateCancel is a context cancelled while a step computes: armed, it answers Err's checks
+// before the step (the loop's and sync's) and is cancelled from the next one on.
+type lateCancel struct {
+	context.Context
+	armed atomic.Bool
+	calls atomic.Int32
+}
+
+func (c *lateCancel) Err() error {
+	if c.armed.Load() && c.calls.Add(1) > 2 {
+		return context.Canceled
+	}
+	return nil
+}
+
+// Issue 21 item 13: a cancellation that comes while the next token computes (where Ctrl-C
+// lands, mostly) emits no token after it.
+func TestCancelDuringStepEmitsNothingMore(t *testing.T) {
+	m := tinyModel(t, nil, Options{Threads: 2})
+	s, _ := m.NewSession()
+	ctx := &lateCancel{Context: context.Background()}
+	pieces := 0
+	st, err := s.GenerateTokens(ctx, "a b", GenerateOptions{MaxTokens: 16, IgnoreEOS: true}, func(Piece) error {
+		pieces++
+		ctx.armed.Store(true) // the user presses Ctrl-C as this token shows
+		return nil
+	})
+	if !errors.Is(err, ErrCancelled) || st.Stop != StopCancelled || pieces != 1 || st.Tokens != 1 {
+		t.Errorf("%d pieces, %d tokens, stop %q, %v; want the one token before the cancellation", pieces, st.Tokens, st.Stop, err)
+	}
+	// The session goes on from there.
+	if _, st := genText(t, s, "", GenerateOptions{MaxTokens: 2, IgnoreEOS: true}); st.Tokens != 2 {
+		t.Errorf("after the cancellation: %+v", st)
 	}
 }

@@ -34,6 +34,19 @@ type promptLogprobsFunc func(lps []float32, alts [][]llm.TokenLogProb)
 // every token to emit. onPrompt, when set, first gets the prompt's log-probabilities. ctx
 // ending (the client gone) stops it before the next token or prompt batch.
 func (s *Server) generate(ctx context.Context, sl *slot, prompt []int32, opts llm.GenerateOptions, onPrompt promptLogprobsFunc, emit func(llm.Piece) error) (llm.Stats, time.Duration, *apiError) {
+	st, promptTime, e := s.generateIn(ctx, sl, prompt, opts, onPrompt, func(p llm.Piece) error {
+		noteToken(ctx)
+		return emit(p)
+	})
+	var text func() string
+	if s.cfg.LogPrompts {
+		text = func() string { return s.model.Tokenizer().Decode(prompt) }
+	}
+	noteGeneration(ctx, st, text)
+	return st, promptTime, e
+}
+
+func (s *Server) generateIn(ctx context.Context, sl *slot, prompt []int32, opts llm.GenerateOptions, onPrompt promptLogprobsFunc, emit func(llm.Piece) error) (llm.Stats, time.Duration, *apiError) {
 	var st llm.Stats
 	st.PromptTokens = len(prompt)
 	sess := sl.sess

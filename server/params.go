@@ -32,15 +32,14 @@ type sampling struct {
 // reusePrefix reports whether the request may reuse its slot's cached prefix.
 func (p *sampling) reusePrefix() bool { return p.CachePrompt == nil || *p.CachePrompt }
 
-// seedZero is the library seed a request's seed 0 stands for (the library's 0 means random).
-const seedZero = 0x5eed
-
 // maxStops bounds the stop strings of a request.
 const maxStops = 16
 
 // options validates the parameters and converts them to the library's. Parameters left out
-// take llama.cpp's defaults (temperature 0.8, top_k 40, top_p 0.95, min_p 0.05, no repetition
-// penalty), as llama-server does. maxTokens < 0 is llm.NoLimit.
+// take llama.cpp's defaults (llm.DefaultSampling: temperature 0.8, top_k 40, top_p 0.95, min_p
+// 0.05, no repetition penalty, a random seed), as llama-server does; a value given means what
+// it means to the library and the gorun command (0 turns top_k, min_p, repeat_last_n off; -1
+// is the whole context, or a random seed). maxTokens < 0 is llm.NoLimit.
 func (p *sampling) options(maxTokens, vocab int) (llm.GenerateOptions, *apiError) {
 	o, e := p.libOptions(maxTokens)
 	if e != nil {
@@ -115,8 +114,8 @@ func (p *sampling) libOptions(maxTokens int) (llm.GenerateOptions, *apiError) {
 	if maxTokens < 0 {
 		o.MaxTokens = llm.NoLimit
 	}
+	o.Sample = llm.DefaultSampling()
 	so := &o.Sample
-	so.Temperature = 0.8
 	finite := func(name string, v *float64, lo, hi float64) *apiError {
 		if v != nil && (math.IsNaN(*v) || *v < lo || *v > hi) {
 			return badRequest(name, "%s = %v is outside [%v, %v]", name, *v, lo, hi)
@@ -144,48 +143,35 @@ func (p *sampling) libOptions(maxTokens int) (llm.GenerateOptions, *apiError) {
 	}
 	if p.TopP != nil {
 		so.TopP = float32(*p.TopP)
-		if so.TopP == 0 { // keep only the most likely token (the library's 0 means its default)
-			so.TopP = 1e-9
+		if so.TopP == 0 {
+			// OpenAI's and llama-server's top_p 0 keeps only the most likely token (after the
+			// bias and the penalties): greedy decoding. The library's TopP 0 is off.
+			so.Temperature = 0
 		}
 	}
 	if p.TopK != nil {
-		switch {
-		case *p.TopK < 0:
+		if *p.TopK < 0 {
 			return o, badRequest("top_k", "top_k = %d is negative (0 turns it off)", *p.TopK)
-		case *p.TopK == 0:
-			so.TopK = llm.NoTopK
-		default:
-			so.TopK = *p.TopK
 		}
+		so.TopK = *p.TopK
 	}
 	if p.MinP != nil {
 		so.MinP = float32(*p.MinP)
-		if so.MinP == 0 {
-			so.MinP = llm.NoMinP
-		}
 	}
 	if p.RepeatPenalty != nil {
 		so.RepeatPenalty = float32(*p.RepeatPenalty)
 	}
 	if p.RepeatLastN != nil {
-		switch {
-		case *p.RepeatLastN < -1:
+		if *p.RepeatLastN < llm.WholeContext {
 			return o, badRequest("repeat_last_n", "repeat_last_n = %d (want -1 for the whole context, 0 for off, or a count)", *p.RepeatLastN)
-		case *p.RepeatLastN == -1:
-			so.RepeatLastN = llm.WholeContext
-		case *p.RepeatLastN == 0:
-			so.RepeatPenalty = 1
-		default:
-			so.RepeatLastN = *p.RepeatLastN
 		}
+		so.RepeatLastN = *p.RepeatLastN
 	}
 	if p.Seed != nil {
 		switch {
 		case *p.Seed == -1: // random, as llama-server's default
 		case *p.Seed < 0:
 			return o, badRequest("seed", "seed = %d (want -1 for a random seed, or a seed >= 0)", *p.Seed)
-		case *p.Seed == 0:
-			so.Seed = seedZero
 		default:
 			so.Seed = uint64(*p.Seed)
 		}
@@ -254,11 +240,8 @@ func (s *Server) choiceCount(n *int, prompts int) (int, *apiError) {
 
 // choiceSeed varies a given seed per choice, so that n choices differ.
 func choiceSeed(o llm.GenerateOptions, i int) llm.GenerateOptions {
-	if o.Sample.Seed != 0 && i > 0 {
-		o.Sample.Seed += uint64(i)
-		if o.Sample.Seed == 0 {
-			o.Sample.Seed = seedZero
-		}
+	if o.Sample.Seed != llm.RandomSeed {
+		o.Sample.Seed += uint64(i) // a request's seed is below 2^63: no wrap to RandomSeed
 	}
 	return o
 }

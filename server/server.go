@@ -31,6 +31,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -85,6 +86,11 @@ type Config struct {
 	// name in their Host header, and whose pages may send requests (their Origin); "*" accepts
 	// any. A web page that resolves its own name to this server (DNS rebinding) is refused.
 	AllowedHosts []string
+	// AccessLog, when set, gets one line per request: method, path, status, client address,
+	// prompt and generated tokens, time to first token, tokens per second and time taken
+	// (never a header or the query string). LogPrompts adds the prompt's text.
+	AccessLog  io.Writer
+	LogPrompts bool
 }
 
 // Server serves one model over HTTP. It is an http.Handler.
@@ -101,6 +107,7 @@ type Server struct {
 	created int64
 	hosts   map[string]bool // AllowedHosts, lower-case
 	anyHost bool            // AllowedHosts has "*"
+	logMu   sync.Mutex      // one access-log line at a time
 }
 
 // New makes a server and the sessions of its slots.
@@ -229,8 +236,12 @@ func (s *Server) routes() {
 	s.mux = m
 }
 
-// ServeHTTP routes a request.
+// ServeHTTP routes a request (and logs it, with Config.AccessLog).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.logged(w, r, s.serve)
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		if v := recover(); v != nil {
 			if v == http.ErrAbortHandler {
@@ -317,11 +328,36 @@ func (s *Server) health(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) models(w http.ResponseWriter, r *http.Request) {
 	hp := s.model.Hparams()
+	meta := map[string]any{"n_vocab": hp.NVocab, "n_ctx_train": hp.NCtx, "n_embd": hp.NEmbd, "n_ctx": s.model.ContextLength(),
+		"architecture": hp.Arch, "n_layer": hp.NLayer, "slots": s.cfg.Parallel}
+	// llama-server's n_params and size (of the tensors), and the weights' main type.
+	if f := s.model.File(); f != nil {
+		var params, size uint64
+		bytesOf := map[string]uint64{}
+		for _, ti := range f.Tensors {
+			n := uint64(1)
+			for _, d := range ti.Dims {
+				n *= uint64(d)
+			}
+			params += n
+			size += uint64(ti.Size)
+			if len(ti.Dims) == 2 {
+				bytesOf[ti.Type.String()] += uint64(ti.Size)
+			}
+		}
+		meta["n_params"], meta["size"] = params, size
+		main := ""
+		for t, b := range bytesOf {
+			if main == "" || b > bytesOf[main] || b == bytesOf[main] && t < main {
+				main = t
+			}
+		}
+		meta["type"] = main
+	}
 	writeJSON(w, http.StatusOK, map[string]any{
 		"object": "list",
 		"data": []map[string]any{{
-			"id": s.name, "object": "model", "created": s.created, "owned_by": "gorun",
-			"meta": map[string]any{"n_vocab": hp.NVocab, "n_ctx_train": hp.NCtx, "n_embd": hp.NEmbd, "n_ctx": s.model.ContextLength()},
+			"id": s.name, "object": "model", "created": s.created, "owned_by": "gorun", "meta": meta,
 		}},
 	})
 }

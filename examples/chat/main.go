@@ -39,7 +39,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, interrupts <-
 	threads := fs.Int("t", 0, "CPU threads (0: one per physical core)")
 	maxTokens := fs.Int("n", 128, "most tokens per answer")
 	temp := fs.Float64("temp", 0.8, "temperature (0: greedy)")
-	seed := fs.Uint64("seed", 0, "random seed (0: a random one)")
+	seed := fs.Int64("seed", -1, "random seed (-1: a random one)")
 	ngl := fs.Int("ngl", 0, "layers on the GPU (a build with -tags cuda; 99: all)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -59,10 +59,14 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer, interrupts <-
 		fmt.Fprintln(stderr, "chat:", err)
 		return 1
 	}
+	// llama.cpp's sampling defaults, with this program's temperature and seed.
+	sample := llm.DefaultSampling()
+	sample.Temperature = float32(*temp)
+	if *seed >= 0 {
+		sample.Seed = uint64(*seed)
+	}
 	c := &chat{m: m, s: s, out: stdout, errw: stderr, opts: llm.GenerateOptions{
-		MaxTokens: *maxTokens,
-		Sample:    llm.SampleOptions{Temperature: float32(*temp), Seed: *seed},
-		Stop:      []string{"\nUser:"},
+		MaxTokens: *maxTokens, Sample: sample, Stop: []string{"\nUser:"},
 	}}
 	// Lines come from a goroutine so that Ctrl-C can end the program while it waits for one.
 	lines := make(chan string)
@@ -160,6 +164,7 @@ func (c *chat) handle(line string, interrupts <-chan os.Signal) error {
 		}
 	}()
 	defer func() { close(done); cancel() }()
+	shown := false // the answer's text so far is only white space
 	for p, err := range c.s.Stream(ctx, prompt, c.opts) {
 		if errors.Is(err, llm.ErrCancelled) {
 			fmt.Fprintln(c.out, " [stopped]")
@@ -168,7 +173,14 @@ func (c *chat) handle(line string, interrupts <-chan os.Signal) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprint(c.out, p.Text)
+		text := p.Text
+		if !shown {
+			// "Assistant:" is followed by a space the model writes: the answer is shown
+			// from its first letter, as gorun -cnv shows it.
+			text = strings.TrimLeft(text, " \t")
+			shown = text != ""
+		}
+		fmt.Fprint(c.out, text)
 	}
 	fmt.Fprintln(c.out)
 	if st := c.s.LastStats(); st.Stop == llm.StopContextFull {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorun-dev/gorun/internal/fixtures"
 	"github.com/gorun-dev/gorun/internal/testmodel"
 )
 
@@ -98,5 +99,20 @@ func TestChatUsage(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := run(nil, strings.NewReader(""), &out, &errb, nil); code != 2 || !strings.Contains(errb.String(), "-m") {
 		t.Errorf("no model: exit %d, %q", code, errb.String())
+	}
+}
+
+// Issue 21 item 13: the answer is shown from its first letter (the space the model writes
+// after "Assistant:" is not), as gorun -cnv shows it.
+func TestChatAnswerHasNoLeadingSpace(t *testing.T) {
+	model := fixtures.Path(t, "gpt2-tiny-f16.gguf")
+	var out, errb bytes.Buffer
+	code := run([]string{"-m", model, "-t", "2", "-n", "8", "--temp", "0"}, strings.NewReader("Who made the earth?\n"), &out, &errb, nil)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	answer, ok := strings.CutPrefix(out.String(), "> ")
+	if !ok || answer == "" || answer[0] == ' ' || strings.TrimSpace(answer) == "" {
+		t.Errorf("answer %q: want text from its first letter", answer)
 	}
 }
