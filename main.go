@@ -19,6 +19,7 @@ const usage = `gorun: run GGUF language models (GPT-2, Llama, Qwen2) in pure Go
 Usage:
   gorun -m MODEL.gguf -p PROMPT [options]      generate text (the default command)
   gorun tokenize -m MODEL.gguf -p TEXT [--ids] print the tokens of a text
+  gorun embed -m MODEL.gguf -p TEXT            print text embeddings (llama-embedding)
   gorun perplexity -m MODEL.gguf -f TEXT       measure perplexity (llama-perplexity's protocol)
   gorun quantize IN.gguf OUT.gguf TYPE         write a quantized copy of a model
   gorun bench -m MODEL.gguf [-p 512] [-n 128]  measure prompt and generation speed (llama-bench)
@@ -37,6 +38,7 @@ Run 'gorun COMMAND -h' for a command's options.
 var commands = map[string]func(args []string, stdout, stderr io.Writer) error{
 	"run":          cmdRun,
 	"tokenize":     cmdTokenize,
+	"embed":        cmdEmbed,
 	"perplexity":   cmdPerplexity,
 	"quantize":     cmdQuantize,
 	"bench":        cmdBench,
