@@ -1,5 +1,5 @@
-// Package server is gorun's HTTP server: OpenAI's completions and chat completions APIs
-// (streaming as server-sent events), model list and health, and llama-server's /tokenize,
+// Package server is gorun's HTTP server: OpenAI's completions, chat completions and
+// embeddings APIs (streaming as server-sent events), model list and health, and llama-server's /tokenize,
 // /detokenize and /completion, over one model shared by concurrent requests.
 //
 // Each request runs in a slot: one llm.Session of the model. Slots generate at the same time
@@ -81,6 +81,10 @@ type Config struct {
 	MaxBodyBytes int64
 	// MaxChoices bounds n times the number of prompts of one request (default 16).
 	MaxChoices int
+	// Pooling is how /v1/embeddings (and ollama's /api/embed) pool a text's hidden states
+	// (llm.PoolingDefault: the model's pooling_type, else mean); they are normalized to unit
+	// length.
+	Pooling llm.Pooling
 	// AllowedHosts are the host names, besides IP addresses and localhost, that requests may
 	// name in their Host header, and whose pages may send requests (their Origin); "*" accepts
 	// any. A web page that resolves its own name to this server (DNS rebinding) is refused.
@@ -211,12 +215,15 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /completions", s.auth(s.completions))
 	m.HandleFunc("POST /v1/chat/completions", s.auth(s.chatCompletions))
 	m.HandleFunc("POST /chat/completions", s.auth(s.chatCompletions))
+	m.HandleFunc("POST /v1/embeddings", s.auth(s.embeddings))
+	m.HandleFunc("POST /embeddings", s.auth(s.embeddings))
 	m.HandleFunc("POST /completion", s.auth(s.llamaCompletion))
 	m.HandleFunc("POST /tokenize", s.auth(s.tokenize))
 	m.HandleFunc("POST /detokenize", s.auth(s.detokenize))
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
-		case "/v1/completions", "/completions", "/v1/chat/completions", "/chat/completions", "/completion", "/tokenize", "/detokenize":
+		case "/v1/completions", "/completions", "/v1/chat/completions", "/chat/completions", "/completion", "/tokenize", "/detokenize",
+			"/v1/embeddings", "/embeddings":
 			w.Header().Set("Allow", "POST")
 			writeError(w, &apiError{Status: http.StatusMethodNotAllowed, Message: fmt.Sprintf("%s takes POST, not %s", r.URL.Path, quote(r.Method)), Type: "invalid_request_error"})
 			return
