@@ -1,5 +1,6 @@
 // Package server is gorun's HTTP server: OpenAI's completions, chat completions and
-// embeddings APIs (streaming as server-sent events), model list and health, and llama-server's /tokenize,
+// embeddings APIs (streaming as server-sent events), ollama's API (ollama.go: NDJSON
+// streams), model list and health, and llama-server's /tokenize,
 // /detokenize and /completion, over one model shared by concurrent requests.
 //
 // Each request runs in a slot: one llm.Session of the model. Slots generate at the same time
@@ -220,7 +221,17 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /completion", s.auth(s.llamaCompletion))
 	m.HandleFunc("POST /tokenize", s.auth(s.tokenize))
 	m.HandleFunc("POST /detokenize", s.auth(s.detokenize))
+	s.ollamaRoutes(m)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/api/") {
+			if ollamaPaths[r.URL.Path] {
+				w.Header().Set("Allow", "POST")
+				ollamaError(w, &apiError{Status: http.StatusMethodNotAllowed, Message: fmt.Sprintf("%s takes POST, not %s", r.URL.Path, quote(r.Method))})
+				return
+			}
+			ollamaError(w, &apiError{Status: http.StatusNotFound, Message: fmt.Sprintf("no endpoint %s %s", quote(r.Method), quote(r.URL.Path))})
+			return
+		}
 		switch r.URL.Path {
 		case "/v1/completions", "/completions", "/v1/chat/completions", "/chat/completions", "/completion", "/tokenize", "/detokenize",
 			"/v1/embeddings", "/embeddings":
@@ -429,6 +440,12 @@ const bodyTimeout = time.Minute
 // it; JSON needs the server's consent, which gorun never gives), unknown fields, trailing
 // data and bodies over the limit.
 func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) *apiError {
+	return s.decodeJSON(w, r, v, true)
+}
+
+// decodeJSON is decode; without strict, fields v does not have are ignored (as ollama's
+// server ignores them: its clients send fields of newer versions).
+func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any, strict bool) *apiError {
 	if e := checkJSONType(r.Header.Get("Content-Type")); e != nil {
 		return e
 	}
@@ -440,7 +457,9 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) *apiError
 	}
 	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
 	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
+	if strict {
+		dec.DisallowUnknownFields()
+	}
 	err := dec.Decode(v)
 	if err == nil {
 		var extra json.RawMessage
