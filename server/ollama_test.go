@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
@@ -282,4 +283,44 @@ func openaiChat(msgs []api.Message, n int) openai.ChatCompletionRequest {
 		req.Messages = append(req.Messages, openai.ChatCompletionMessage{Role: m.Role, Content: m.Content})
 	}
 	return req
+}
+
+// Any body sent to the ollama endpoints and /v1/embeddings gets an answer below 500, as JSON
+// or as NDJSON lines of JSON, never a panic or a hang.
+func FuzzServeOllama(f *testing.F) {
+	paths := []string{"/api/generate", "/api/chat", "/api/embed", "/api/embeddings", "/api/show", "/v1/embeddings"}
+	for _, seed := range []string{
+		`{"model":"m","prompt":"a b","options":{"num_predict":3}}`, `{"model":"m","prompt":"a","raw":true,"stream":false,"context":[1,2],"options":{"num_ctx":8}}`,
+		`{"model":"m","messages":[{"role":"user","content":"hi"}],"options":{"num_predict":2,"stop":["x"],"seed":-1},"logprobs":true,"top_logprobs":2}`,
+		`{"model":"m","input":["a","b"],"dimensions":4}`, `{"model":"m","input":[[1,2],[3]]}`, `{"model":"m","prompt":"x"}`,
+		`{"input":"x","encoding_format":"base64"}`, `{"model":"m","options":{"temperature":null,"top_k":-5}}`, `null`, `[]`, `{"model":"m","input":""}`,
+	} {
+		for _, p := range paths {
+			f.Add(p, seed)
+		}
+	}
+	m := randomModel(f)
+	s, err := New(Config{Model: m, ModelName: "m", Parallel: 2, MaxBodyBytes: 1 << 16})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, path, body string) {
+		if !slices.Contains(paths, path) {
+			return
+		}
+		w := httptest.NewRecorder()
+		req := httptest.NewRequest("POST", path, strings.NewReader(body))
+		req.Host = "127.0.0.1:8080"
+		req.Header.Set("Content-Type", "application/json")
+		s.ServeHTTP(w, req)
+		ct := w.Header().Get("Content-Type")
+		if w.Code >= 500 || (ct != "application/json" && ct != "application/x-ndjson") {
+			t.Fatalf("%s %q: %d %s %s", path, body, w.Code, ct, w.Body.String())
+		}
+		for _, line := range strings.Split(strings.TrimSuffix(w.Body.String(), "\n"), "\n") {
+			if !json.Valid([]byte(line)) {
+				t.Fatalf("%s %q: invalid JSON line %s", path, body, line)
+			}
+		}
+	})
 }
