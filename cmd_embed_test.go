@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -113,5 +115,78 @@ func TestCLIEmbedBadInput(t *testing.T) {
 	code, _, errs := gorun("embed", "-m", tiny, "-p", `a\n`)
 	if code != 1 || !strings.Contains(errs, "input 1: ") || !strings.Contains(errs, "no tokens") {
 		t.Errorf("empty input: exit %d, stderr %q", code, errs)
+	}
+}
+
+// `gorun serve --pooling last` answers /v1/embeddings, and ollama's /api/embed, with
+// llama-embedding's vectors for the same pooling (within the llm tolerance); --pooling none is
+// a usage error.
+func TestServeEmbeddingsMatchLlamaEmbedding(t *testing.T) {
+	model := fixtures.Path(t, "gpt2-tiny-f16.gguf")
+	if code, _, errs := gorun("serve", "-m", model, "--pooling", "none"); code != exitUsage || !strings.Contains(errs, "--pooling") {
+		t.Errorf("--pooling none: exit %d, %q", code, errs)
+	}
+	url, stop := serveFor(t, "-m", model, "-c", "512", "--pooling", "last", "--embeddings", "--alias", "tiny")
+	defer stop()
+	want := readRefEmbeddings(t, "gpt2-tiny-f16.last.norm2.json")
+	input, _ := json.Marshal(strings.Split(embedRefPrompt, "<#sep#>"))
+	var openai struct {
+		Data []struct {
+			Embedding []float64 `json:"embedding"`
+		} `json:"data"`
+	}
+	var ollama struct {
+		Embeddings [][]float64 `json:"embeddings"`
+	}
+	postJSON(t, url+"/v1/embeddings", `{"model":"tiny","input":`+string(input)+`}`, &openai)
+	postJSON(t, url+"/api/embed", `{"model":"tiny","input":`+string(input)+`}`, &ollama)
+	if len(openai.Data) != 3 || len(ollama.Embeddings) != 3 {
+		t.Fatalf("%d and %d embeddings", len(openai.Data), len(ollama.Embeddings))
+	}
+	for i := range want {
+		for _, got := range [][]float64{openai.Data[i].Embedding, ollama.Embeddings[i]} {
+			if len(got) != len(want[i]) {
+				t.Fatalf("input %d: %d values, want %d", i, len(got), len(want[i]))
+			}
+			for j := range got {
+				if d := got[j] - want[i][j]; d > 2e-3 || d < -2e-3 {
+					t.Fatalf("input %d value %d: %v, llama-embedding %v", i, j, got[j], want[i][j])
+				}
+			}
+		}
+	}
+}
+
+func readRefEmbeddings(t *testing.T, name string) [][]float64 {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("llm", "testdata", "embeddings", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ref struct {
+		Data []struct {
+			Embedding []float64 `json:"embedding"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(b, &ref); err != nil {
+		t.Fatal(err)
+	}
+	out := make([][]float64, len(ref.Data))
+	for i, d := range ref.Data {
+		out[i] = d.Embedding
+	}
+	return out
+}
+
+func postJSON(t *testing.T, url, body string, v any) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || json.Unmarshal(b, v) != nil {
+		t.Fatalf("%s: %d %s", url, resp.StatusCode, b)
 	}
 }
