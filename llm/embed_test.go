@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -214,5 +215,56 @@ func TestEmbedRefusesBadInput(t *testing.T) {
 	}
 	if p, err := ParsePooling("CLS"); p != PoolingCLS || err != nil {
 		t.Errorf("ParsePooling(CLS) = %v, %v", p, err)
+	}
+}
+
+// On the GPU (the CUDA backend in a cuda build, the test's fake GPU otherwise) embeddings
+// equal the CPU's within the bounds used against llama.cpp (GPU kernels sum in other orders,
+// and prompts may run on tensor cores).
+func TestEmbedGPUMatchesCPU(t *testing.T) {
+	for _, arch := range []string{"gpt2", "llama"} {
+		c, err := testmodel.Preset("tiny")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Type, c.Arch = quant.F16, arch
+		path := filepath.Join(t.TempDir(), arch+".gguf")
+		if err := testmodel.Write(path, c); err != nil {
+			t.Fatal(err)
+		}
+		gpu, err := Load(path, Options{GPULayers: 99, Threads: 1})
+		if errors.Is(err, ErrNoGPU) {
+			t.Skip("no GPU backend in this build")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer gpu.Close()
+		cpu, err := Load(path, Options{Threads: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cpu.Close()
+		texts := []string{"hello world, a longer text to embed on the device", "a b c"}
+		for _, p := range []Pooling{PoolingMean, PoolingLast, PoolingCLS} {
+			o := EmbedOptions{Pooling: p, Normalize: NormalizeEuclidean}
+			g, err := gpu.Embed(context.Background(), texts, o)
+			if err != nil {
+				t.Fatalf("%s on %s: %v", arch, gpu.Backend().Name(), err)
+			}
+			want, err := cpu.Embed(context.Background(), texts, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range want {
+				ref := make([]float64, len(want[i]))
+				for j, x := range want[i] {
+					ref[j] = float64(x)
+				}
+				if cos, diff := compareEmbedding(g[i], ref); cos < embedMinCosine || diff > embedMaxDiff {
+					t.Errorf("%s %v text %d on %s: cosine %.8f, largest difference %.3g", arch, p, i, gpu.Backend().Name(), cos, diff)
+				}
+			}
+		}
 	}
 }

@@ -430,12 +430,12 @@ func (s *Server) ollamaChat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cr := chatRequest{Tools: req.Tools}
-	for i, m := range req.Messages {
+	for i, m := range req.Messages { // roles are lower-cased, as ollama's client and server do
 		if len(m.Images) > 0 {
 			ollamaError(w, badRequest("messages", "messages[%d]: the model does not take images", i))
 			return
 		}
-		cm := chatMessage{Role: m.Role, Content: jsonString(m.Content), Name: m.ToolName, ToolCallID: m.ToolCallID, ReasoningContent: m.Thinking}
+		cm := chatMessage{Role: strings.ToLower(m.Role), Content: jsonString(m.Content), Name: m.ToolName, ToolCallID: m.ToolCallID, ReasoningContent: m.Thinking}
 		for j, tc := range m.ToolCalls {
 			var call chatToolCall
 			if json.Unmarshal(tc, &call) != nil {
