@@ -133,6 +133,20 @@ func TestOllamaClientGenerate(t *testing.T) {
 	if got := text.String() + second.Response; got != want {
 		t.Errorf("8 + 8 tokens through context: %q, the library's 16: %q", got, want)
 	}
+	// logprobs: each generated token with its log-probability and top_logprobs alternatives.
+	var lps []api.Logprob
+	err = client.Generate(ctx, &api.GenerateRequest{Model: "test-model", Prompt: prompt, Raw: true, Options: greedyOptions(4), Logprobs: true, TopLogprobs: 2}, func(r api.GenerateResponse) error {
+		lps = append(lps, r.Logprobs...)
+		return nil
+	})
+	if err != nil || len(lps) != 4 {
+		t.Fatalf("logprobs: %d, %v", len(lps), err)
+	}
+	for i, lp := range lps {
+		if len(lp.TopLogprobs) != 2 || lp.Logprob > 0 || lp.TopLogprobs[0].Logprob < lp.TopLogprobs[1].Logprob || lp.TopLogprobs[0].Token != lp.Token {
+			t.Errorf("greedy token %d: %+v", i, lp)
+		}
+	}
 	// An empty prompt loads the model, as in ollama.
 	var load api.GenerateResponse
 	if err := client.Generate(ctx, &api.GenerateRequest{Model: "test-model"}, func(r api.GenerateResponse) error { load = r; return nil }); err != nil || !load.Done || load.DoneReason != "load" {
