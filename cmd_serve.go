@@ -61,6 +61,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 	var allowed stringList
 	fs.Var(&allowed, "allowed-hosts", "host `names` requests may be sent to (the Host header) and whose web pages may call the server (Origin), besides IP addresses, localhost and --host; comma-separated, repeatable; * for any")
 	maxBody := fs.Int64("max-body", 4<<20, "largest request body in bytes")
+	pooling := fs.String("pooling", "", "how /v1/embeddings and /api/embed pool a text: `mean|last|cls` (default: the model's pooling_type, else mean)")
+	embeddings := fs.Bool("embeddings", false, "accepted for llama-server's sake: embeddings are always served")
+	fs.BoolVar(embeddings, "embedding", false, "same as --embeddings")
 	grace := fs.Duration("shutdown-grace", 10*time.Second, "how long running requests may finish after SIGINT/SIGTERM")
 	// Requests are logged to stderr, one line each (llama-server's habit); -v adds the
 	// prompts' text, --log-disable turns the log off.
@@ -80,6 +83,10 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 		return usageError(fs, stderr, "-n %d (want -1 or a count of at least 1)", *n)
 	case *maxBody < 1:
 		return usageError(fs, stderr, "--max-body %d is not positive", *maxBody)
+	}
+	pool, err := llm.ParsePooling(*pooling)
+	if err != nil || *pooling == "default" {
+		return usageError(fs, stderr, "--pooling %q: want mean, last or cls", *pooling)
 	}
 	if *apiKey == "" {
 		*apiKey = os.Getenv("GORUN_API_KEY")
@@ -103,7 +110,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 	}
 	cfg := server.Config{Model: m, ModelName: name, Parallel: *parallel, Queue: *queue, APIKey: *apiKey,
 		DefaultMaxTokens: *n, MaxBodyBytes: *maxBody, AllowedHosts: allowedHosts(*host, allowed),
-		AccessLog: info, LogPrompts: logs.verbose}
+		AccessLog: info, LogPrompts: logs.verbose, Pooling: pool}
 	if chatStop != nil {
 		cfg.ChatStop = chatStop
 	}

@@ -21,6 +21,7 @@ Usage:
   gorun -m MODEL.gguf -p PROMPT [options]      generate text (the default command: run)
   gorun run MODEL PROMPT [options]             the same, ollama's way (MODEL: a file or ORG/NAME[:QUANT])
   gorun tokenize -m MODEL.gguf -p TEXT [--ids] print the tokens of a text
+  gorun embed -m MODEL.gguf -p TEXT            print text embeddings (llama-embedding)
   gorun perplexity -m MODEL.gguf -f TEXT       measure perplexity (llama-perplexity's protocol)
   gorun quantize IN.gguf OUT.gguf TYPE         write a quantized copy of a model
   gorun bench -m MODEL.gguf [-p 512] [-n 128]  measure prompt and generation speed (llama-bench)
@@ -43,6 +44,7 @@ Run 'gorun COMMAND -h' for a command's options.
 var commands = map[string]func(args []string, stdout, stderr io.Writer) error{
 	"run":          cmdRun,
 	"tokenize":     cmdTokenize,
+	"embed":        cmdEmbed,
 	"perplexity":   cmdPerplexity,
 	"quantize":     cmdQuantize,
 	"bench":        cmdBench,

@@ -73,6 +73,7 @@ type stepGraph struct {
 	step       models.Step
 	n          int
 	logitsFrom int
+	hidden     bool // the graph's output is step.Hidden (embeddings), not step.Logits
 }
 
 var sessionIDs atomic.Uint64
@@ -98,15 +99,17 @@ func (m *Model) NewSession() (*Session, error) {
 	s.posBuf = make([]int32, m.nbatch)
 	s.decode.ctx = graph.NewContext(m.arch.MaxTensors())
 	s.batch.ctx = graph.NewContext(m.arch.MaxTensors())
-	if err := s.build(&s.decode, 1, 0); err != nil {
+	if err := s.build(&s.decode, 1, 0, false); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
-// build (re)builds a step graph for n tokens, growing its arena only when needed.
-func (s *Session) build(sg *stepGraph, n, logitsFrom int) error {
-	if sg.g != nil && sg.n == n && sg.logitsFrom == logitsFrom {
+// build (re)builds a step graph for n tokens, growing its arena only when needed. Its output
+// is the logits of rows logitsFrom..n-1, or with hidden their final hidden states (the output
+// layer is then left out).
+func (s *Session) build(sg *stepGraph, n, logitsFrom int, hidden bool) error {
+	if sg.g != nil && sg.n == n && sg.logitsFrom == logitsFrom && sg.hidden == hidden {
 		return nil
 	}
 	sg.ctx.Reset()
@@ -117,7 +120,11 @@ func (s *Session) build(sg *stepGraph, n, logitsFrom int) error {
 	if sg.g == nil {
 		sg.g = graph.NewGraph(sg.ctx.Used())
 	}
-	if err := sg.g.Build(step.Logits); err != nil {
+	out := step.Logits
+	if hidden {
+		out = step.Hidden
+	}
+	if err := sg.g.Build(out); err != nil {
 		return err
 	}
 	size, err := sg.g.Plan()
@@ -132,7 +139,7 @@ func (s *Session) build(sg *stepGraph, n, logitsFrom int) error {
 	if err := sg.g.Bind(sg.arena); err != nil {
 		return err
 	}
-	sg.step, sg.n, sg.logitsFrom = step, n, logitsFrom
+	sg.step, sg.n, sg.logitsFrom, sg.hidden = step, n, logitsFrom, hidden
 	return nil
 }
 
@@ -315,7 +322,7 @@ func (s *Session) sync(ctx context.Context, keep int) ([]float32, error) {
 		if n == 1 {
 			err = s.m.stepOne(s)
 		} else {
-			err = s.runBatch(n, n-1)
+			err = s.runBatch(n, n-1, false)
 		}
 		if err != nil {
 			s.rollback(keep)
@@ -381,7 +388,7 @@ func (s *Session) evalLogits(tokens []int32, from int, dst []float32) error {
 			s.rollback(keep)
 			return err
 		}
-		if err := s.runBatch(n, lf); err != nil {
+		if err := s.runBatch(n, lf, false); err != nil {
 			s.rollback(keep)
 			return err
 		}
@@ -413,13 +420,14 @@ func (s *Session) check(tokens []int32) error {
 }
 
 // runBatch computes the next n pending tokens with the session's batch graph, taking turns on
-// the backend with the other sessions.
-func (s *Session) runBatch(n, logitsFrom int) error {
+// the backend with the other sessions. Its output is the logits of rows logitsFrom..n-1, or
+// with hidden their final hidden states.
+func (s *Session) runBatch(n, logitsFrom int, hidden bool) error {
 	if err := s.m.enter(); err != nil {
 		return err
 	}
 	defer s.m.exit()
-	if err := s.build(&s.batch, n, logitsFrom); err != nil {
+	if err := s.build(&s.batch, n, logitsFrom, hidden); err != nil {
 		return err
 	}
 	pos := s.posBuf[:n]

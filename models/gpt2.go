@@ -144,6 +144,7 @@ func (m *gpt2) forward(ctx *graph.Context, n, logitsFrom int, attend attendFunc)
 		x = ctx.Rows(x, logitsFrom, n-logitsFrom) // the other rows' logits are not wanted
 	}
 	x = ctx.LayerNorm(x, m.outNormW, m.outNormB, hp.Eps)
+	st.Hidden = x
 	st.Logits = ctx.MulMat(m.output, x)
 	st.Logits.Name = "logits"
 	return st, ctx.Err()

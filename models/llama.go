@@ -210,6 +210,7 @@ func (m *llama) forward(ctx *graph.Context, n, logitsFrom int, attend attendFunc
 		x = ctx.Rows(x, logitsFrom, n-logitsFrom) // the other rows' logits are not wanted
 	}
 	x = ctx.RMSNorm(x, m.outNorm, hp.Eps)
+	st.Hidden = x
 	st.Logits = ctx.MulMat(m.output, x)
 	st.Logits.Name = "logits"
 	return st, ctx.Err()

@@ -45,6 +45,10 @@ type Step struct {
 	Tokens    *graph.Tensor // I32 [n]
 	Positions *graph.Tensor // I32 [n]
 	Logits    *graph.Tensor // F32 [n_vocab, n - logitsFrom]
+	// Hidden is the output layer's input: the final hidden states after the output norm
+	// (llama.cpp's result_norm), F32 [n_embd, n - logitsFrom]. Embeddings pool it; a graph
+	// built with Hidden as its output skips the output layer.
+	Hidden *graph.Tensor
 }
 
 // Loader binds an architecture's weights in f to a backend.

@@ -1,5 +1,6 @@
-// Package server is gorun's HTTP server: OpenAI's completions and chat completions APIs
-// (streaming as server-sent events), model list and health, and llama-server's /tokenize,
+// Package server is gorun's HTTP server: OpenAI's completions, chat completions and
+// embeddings APIs (streaming as server-sent events), ollama's API (ollama.go: NDJSON
+// streams), model list and health, and llama-server's /tokenize,
 // /detokenize and /completion, over one model shared by concurrent requests.
 //
 // Each request runs in a slot: one llm.Session of the model. Slots generate at the same time
@@ -82,6 +83,10 @@ type Config struct {
 	MaxBodyBytes int64
 	// MaxChoices bounds n times the number of prompts of one request (default 16).
 	MaxChoices int
+	// Pooling is how /v1/embeddings (and ollama's /api/embed) pool a text's hidden states
+	// (llm.PoolingDefault: the model's pooling_type, else mean); they are normalized to unit
+	// length.
+	Pooling llm.Pooling
 	// AllowedHosts are the host names, besides IP addresses and localhost, that requests may
 	// name in their Host header, and whose pages may send requests (their Origin); "*" accepts
 	// any. A web page that resolves its own name to this server (DNS rebinding) is refused.
@@ -219,14 +224,27 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /completions", s.auth(s.completions))
 	m.HandleFunc("POST /v1/chat/completions", s.auth(s.chatCompletions))
 	m.HandleFunc("POST /chat/completions", s.auth(s.chatCompletions))
+	m.HandleFunc("POST /v1/embeddings", s.auth(s.embeddings))
+	m.HandleFunc("POST /embeddings", s.auth(s.embeddings))
 	m.HandleFunc("POST /completion", s.auth(s.llamaCompletion))
 	m.HandleFunc("POST /tokenize", s.auth(s.tokenize))
 	m.HandleFunc("GET /metrics", s.auth(s.metricsPage))
 	m.HandleFunc("GET /slots", s.auth(s.slots))
 	m.HandleFunc("POST /detokenize", s.auth(s.detokenize))
+	s.ollamaRoutes(m)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/api/") {
+			if ollamaPaths[r.URL.Path] {
+				w.Header().Set("Allow", "POST")
+				ollamaError(w, &apiError{Status: http.StatusMethodNotAllowed, Message: fmt.Sprintf("%s takes POST, not %s", r.URL.Path, quote(r.Method))})
+				return
+			}
+			ollamaError(w, &apiError{Status: http.StatusNotFound, Message: fmt.Sprintf("no endpoint %s %s", quote(r.Method), quote(r.URL.Path))})
+			return
+		}
 		switch r.URL.Path {
-		case "/v1/completions", "/completions", "/v1/chat/completions", "/chat/completions", "/completion", "/tokenize", "/detokenize":
+		case "/v1/completions", "/completions", "/v1/chat/completions", "/chat/completions", "/completion", "/tokenize", "/detokenize",
+			"/v1/embeddings", "/embeddings":
 			w.Header().Set("Allow", "POST")
 			writeError(w, &apiError{Status: http.StatusMethodNotAllowed, Message: fmt.Sprintf("%s takes POST, not %s", r.URL.Path, quote(r.Method)), Type: "invalid_request_error"})
 			return
@@ -461,6 +479,12 @@ const bodyTimeout = time.Minute
 // it; JSON needs the server's consent, which gorun never gives), unknown fields, trailing
 // data and bodies over the limit.
 func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) *apiError {
+	return s.decodeJSON(w, r, v, true)
+}
+
+// decodeJSON is decode; without strict, fields v does not have are ignored (as ollama's
+// server ignores them: its clients send fields of newer versions).
+func (s *Server) decodeJSON(w http.ResponseWriter, r *http.Request, v any, strict bool) *apiError {
 	if e := checkJSONType(r.Header.Get("Content-Type")); e != nil {
 		return e
 	}
@@ -472,7 +496,9 @@ func (s *Server) decode(w http.ResponseWriter, r *http.Request, v any) *apiError
 	}
 	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
 	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
+	if strict {
+		dec.DisallowUnknownFields()
+	}
 	err := dec.Decode(v)
 	if err == nil {
 		var extra json.RawMessage
