@@ -29,10 +29,10 @@ type Options struct {
 	// Reference uses the reference quantizers (llama.cpp's bytes exactly) instead of gorun's
 	// error-minimizing ones.
 	Reference bool
-	// Search is the error-minimizing quantizers' search: quant.SearchFull (the zero value:
-	// complete sweeps, gorun's default bytes) or quant.SearchGrid (a grid of candidate scales:
-	// several times faster, different bytes, nearly the same quality; see quant/SPEED.md).
-	// Ignored with Reference.
+	// Search is the error-minimizing quantizers' search: quant.SearchGrid (the zero value,
+	// gorun's default: a grid of candidate scales) or quant.SearchFull (complete sweeps: 2-8x
+	// the time for 0.1-0.25% less error; other bytes; see quant/SPEED.md). Either gives the
+	// same bytes for any Threads. Ignored with Reference.
 	Search quant.Search
 	// AllowRequantize lets quantized input tensors be dequantized and quantized again (which
 	// compounds the errors).
