@@ -29,7 +29,11 @@ between, and attn_qkv Q5_K (q5_k_m: Q6_K); q4_k_s gives attn_v of the first 4 la
 of the first eighth Q5_K; the q3_k and q2_k recipes raise attn_v, ffn_down and attn_output (q2_k's
 attn_v by the model's query heads per KV head); 70B-sized and 8-expert models get llama-quantize's
 extra bits too. q3_k, q4_k and q5_k are llama-quantize's aliases of q3_k_m, q4_k_m and q5_k_m;
---pure gives every matrix the one type. Rows whose length is not a whole number of the type's
+--pure gives every matrix the one type. --output-tensor-type and --token-embedding-type force a
+ggml type (q8_0, q6_K, f16, ...) on those matrices, after the mixes and --pure, as llama-quantize
+does; --leave-output-tensor copies output.weight as it is. A quantized input is requantized only
+with --allow-requantize (tensors that keep their type are copied either way). --keep-split is
+accepted and changes nothing: gorun's models are single files. Rows whose length is not a whole number of the type's
 blocks fall back (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, else F16), and the tool says so.
 gorun's quantizers choose scales and rounding to minimize each block's error (weighted by
 activation statistics with --calib); the files keep ggml's exact formats, so llama.cpp loads them.
@@ -48,6 +52,10 @@ func cmdQuantize(args []string, stdout, stderr io.Writer) error {
 	calib := fs.String("calib", "", "calibration text `FILE`: weight each block's error by activation statistics gathered on it")
 	calibCtx := fs.Int("calib-c", 0, "context length of the calibration run (default: the model's)")
 	requant := fs.Bool("allow-requantize", false, "allow quantizing tensors that are already quantized")
+	outputType := fs.String("output-tensor-type", "", "ggml `type` of output.weight (and of a token embedding that is also the output matrix), as llama-quantize's")
+	embdType := fs.String("token-embedding-type", "", "ggml `type` of token_embd.weight, as llama-quantize's")
+	leaveOutput := fs.Bool("leave-output-tensor", false, "copy output.weight as it is (llama-quantize's option)")
+	keepSplit := fs.Bool("keep-split", false, "accepted for llama-quantize's command lines; changes nothing: gorun reads and writes single-file models")
 	search := fs.String("search", "grid", "the error-minimizing quantizers' `search`: grid (alias fast: a grid of candidate scales) or full (complete sweeps: 2-8x slower, slightly lower error, other bytes)")
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -71,7 +79,17 @@ func cmdQuantize(args []string, stdout, stderr io.Writer) error {
 	if *reference && flagGiven(fs, "search") {
 		return usageError(fs, stderr, "--reference and --search %s do not mix: the reference quantizers do not search", srch)
 	}
-	opts := quantize.Options{FileType: ft, Threads: *threads, Pure: *pure, Reference: *reference, AllowRequantize: *requant, Search: srch}
+	opts := quantize.Options{FileType: ft, Threads: *threads, Pure: *pure, Reference: *reference, AllowRequantize: *requant, Search: srch,
+		LeaveOutputTensor: *leaveOutput}
+	if opts.OutputTensorType, err = parseTypeFlag("--output-tensor-type", *outputType); err != nil {
+		return usageError(fs, stderr, "%v", err)
+	}
+	if opts.TokenEmbeddingType, err = parseTypeFlag("--token-embedding-type", *embdType); err != nil {
+		return usageError(fs, stderr, "%v", err)
+	}
+	if *keepSplit {
+		fmt.Fprintln(stderr, "quantize: --keep-split: gorun writes one file (its input is one file), so there are no shards to keep")
+	}
 	// Refuse an output that cannot be written before any work, and remove the temporary file
 	// if a signal ends the run.
 	target, err := gguf.ResolveOutput(out)
@@ -101,6 +119,18 @@ func cmdQuantize(args []string, stdout, stderr io.Writer) error {
 	}
 	printSizeTable(stdout, rep, ft, time.Since(start))
 	return nil
+}
+
+// parseTypeFlag reads a ggml type name given to a type option; "" (not given) is nil.
+func parseTypeFlag(flag, name string) (*quant.Type, error) {
+	if name == "" {
+		return nil, nil
+	}
+	t, err := quant.ParseType(name)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", flag, err)
+	}
+	return &t, nil
 }
 
 // flagGiven says whether the command line set the option name.

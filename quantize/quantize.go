@@ -35,8 +35,16 @@ type Options struct {
 	// same bytes for any Threads. Ignored with Reference.
 	Search quant.Search
 	// AllowRequantize lets quantized input tensors be dequantized and quantized again (which
-	// compounds the errors).
+	// compounds the errors). Without it, a quantized input tensor that the plan gives another
+	// type is an error; one that keeps its type is copied as it is (llama-quantize's rule).
 	AllowRequantize bool
+	// OutputTensorType, when set, is output.weight's type (and a tied token_embd.weight's in
+	// the mixed recipes): llama-quantize's --output-tensor-type.
+	OutputTensorType *quant.Type
+	// TokenEmbeddingType, when set, is token_embd.weight's type: --token-embedding-type.
+	TokenEmbeddingType *quant.Type
+	// LeaveOutputTensor copies output.weight as it is: --leave-output-tensor.
+	LeaveOutputTensor bool
 	// Importance gives, per tensor name, a weight per input column (the mean square of the
 	// activations that multiply it, from a calibration run such as llm's
 	// Model.CollectImportance); the quantizer then minimizes the error where it matters to the
@@ -76,6 +84,9 @@ func File(in, out string, opts Options) (Report, error) {
 	}
 	if opts.Search != quant.SearchFull && opts.Search != quant.SearchGrid {
 		return rep, fmt.Errorf("unknown quantizer search %v", opts.Search)
+	}
+	if err := checkOverrides(opts); err != nil {
+		return rep, err
 	}
 	if err := refuseSameFile(in, out); err != nil {
 		return rep, err
@@ -181,6 +192,7 @@ func planQuantization(f *gguf.File, opts Options) (w *gguf.Writer, order []int, 
 		if err != nil {
 			return nil, nil, nil, err
 		}
+		p = overrideType(p, ti.Name, ti.Dims, ti.Type, opts, info)
 		if p.Quantize {
 			if ti.Type.Quantized() && !opts.AllowRequantize {
 				return nil, nil, nil, fmt.Errorf("tensor %q is already %v; requantizing compounds the error (allow it with --allow-requantize, or start from an f16/f32 file)", ti.Name, ti.Type)
