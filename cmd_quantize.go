@@ -1,12 +1,9 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"sort"
 	"strings"
 	"time"
@@ -35,8 +32,9 @@ does; --leave-output-tensor copies output.weight as it is. A quantized input is 
 with --allow-requantize (tensors that keep their type are copied either way). --keep-split is
 accepted and changes nothing: gorun's models are single files. Rows whose length is not a whole number of the type's
 blocks fall back (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, else F16), and the tool says so.
-gorun's quantizers choose scales and rounding to minimize each block's error (weighted by
-activation statistics with --calib); the files keep ggml's exact formats, so llama.cpp loads them.
+gorun's quantizers choose scales and rounding to minimize each block's error, weighted by an
+importance matrix with --imatrix FILE (llama-imatrix's format; gorun imatrix writes it) or
+--calib TEXT (computed in memory on the text); the files keep ggml's exact formats, so llama.cpp loads them.
 --reference gives llama.cpp's own bytes instead.
 --search picks how thoroughly gorun's quantizers search: grid (the default; alias fast) tries a
 grid of candidate scales per block: within 2x of llama-quantize's time, never worse than
@@ -49,8 +47,9 @@ func cmdQuantize(args []string, stdout, stderr io.Writer) error {
 	threads := fs.Int("t", 0, "`threads` (default: one per physical core)")
 	pure := fs.Bool("pure", false, "give every quantized matrix the recipe's type (no mixing)")
 	reference := fs.Bool("reference", false, "use the reference quantizers (llama.cpp's bytes) instead of gorun's error-minimizing ones")
-	calib := fs.String("calib", "", "calibration text `FILE`: weight each block's error by activation statistics gathered on it")
-	calibCtx := fs.Int("calib-c", 0, "context length of the calibration run (default: the model's)")
+	calib := fs.String("calib", "", "calibration text `FILE`: compute an importance matrix on it in memory (as gorun imatrix --process-output) and use it")
+	imatrix := fs.String("imatrix", "", "importance matrix `FILE` (llama-imatrix's imatrix.dat, or gorun imatrix's): weight each block's error by it")
+	calibCtx := fs.Int("calib-c", 0, "chunk length of the calibration run (default: 512, or the model's context if shorter)")
 	requant := fs.Bool("allow-requantize", false, "allow quantizing tensors that are already quantized")
 	outputType := fs.String("output-tensor-type", "", "ggml `type` of output.weight (and of a token embedding that is also the output matrix), as llama-quantize's")
 	embdType := fs.String("token-embedding-type", "", "ggml `type` of token_embd.weight, as llama-quantize's")
@@ -69,8 +68,11 @@ func cmdQuantize(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usageError(fs, stderr, "%v", err)
 	}
-	if *reference && *calib != "" {
-		return usageError(fs, stderr, "--reference and --calib do not mix: the reference quantizers take no statistics")
+	if *reference && (*calib != "" || *imatrix != "") {
+		return usageError(fs, stderr, "--reference and --calib or --imatrix do not mix: the reference quantizers take no statistics")
+	}
+	if *calib != "" && *imatrix != "" {
+		return usageError(fs, stderr, "--calib and --imatrix contradict each other: --calib computes the importance matrix --imatrix reads")
 	}
 	srch, err := quant.ParseSearch(*search)
 	if err != nil {
@@ -97,10 +99,14 @@ func cmdQuantize(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer removeOnSignal(stderr, "quantize", gguf.TempPath(target))()
-	if *calib != "" {
-		if opts.Importance, err = calibrate(in, *calib, *threads, *calibCtx, stderr); err != nil {
-			return err
-		}
+	switch {
+	case *imatrix != "":
+		opts.Importance, err = readIMatrix(*imatrix, stderr)
+	case *calib != "":
+		opts.Importance, err = calibrate(in, *calib, *threads, *calibCtx, stderr)
+	}
+	if err != nil {
+		return err
 	}
 	start := time.Now()
 	bar := progress.New(stderr, "quantize", 1).Bytes()
@@ -140,30 +146,28 @@ func flagGiven(fs *flag.FlagSet, name string) bool {
 	return given
 }
 
-// calibrate gathers activation statistics of the input model on a text.
+// calibrate computes the importance matrix of the input model on a text in memory, as
+// gorun imatrix --process-output would write it, and returns its weights.
 func calibrate(model, textFile string, threads, ctxLen int, stderr io.Writer) (map[string][]float32, error) {
-	text, err := readInput("--calib", textFile, maxTextBytes)
-	if err != nil {
-		return nil, err
-	}
-	m, err := llm.Load(model, llm.Options{Threads: threads, ContextLength: ctxLen})
+	m, chunk, err := loadForIMatrix(modelFlags{model: model, threads: threads, ctx: ctxLen, batch: 1}, stderr)
 	if err != nil {
 		return nil, err
 	}
 	defer m.Close()
-	tokens := m.Tokenizer().Encode(string(text))
-	if len(tokens) < 2 {
-		return nil, fmt.Errorf("calibration text %s has %d tokens; it needs many (thousands)", textFile, len(tokens))
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	bar := progress.New(stderr, "calibrate", int64(len(tokens)))
-	im, err := m.CollectImportance(ctx, tokens, func(done, total int) { bar.Set(int64(done), "tokens", true) })
-	bar.Done()
+	im, err := collectIMatrix(m, textFile, llm.ImportanceOptions{Chunk: chunk, ProcessOutput: true}, stderr)
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(stderr, "calibrate: %d tokens of %s, statistics for %d matrices\n", len(tokens), textFile, len(im.Sums))
+	return im.Weights(), nil
+}
+
+// readIMatrix reads an importance matrix file for --imatrix.
+func readIMatrix(path string, stderr io.Writer) (map[string][]float32, error) {
+	im, err := quantize.ReadIMatrix(path)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(stderr, "quantize: imatrix %s: %d entries, %d chunks of %q\n", path, len(im.Entries), im.Chunks, im.Dataset)
 	return im.Weights(), nil
 }
 

@@ -21,6 +21,7 @@ Usage:
   gorun tokenize -m MODEL.gguf -p TEXT [--ids] print the tokens of a text
   gorun perplexity -m MODEL.gguf -f TEXT       measure perplexity (llama-perplexity's protocol)
   gorun quantize IN.gguf OUT.gguf TYPE         write a quantized copy of a model
+  gorun imatrix -m MODEL.gguf -f TEXT          compute an importance matrix (llama-imatrix)
   gorun bench -m MODEL.gguf [-p 512] [-n 128]  measure prompt and generation speed (llama-bench)
   gorun random-model -shape 124M -o OUT.gguf   write a random-weight GPT-2 for benchmarks
   gorun convert HF_DIR OUT.gguf [--outtype T]  convert a Hugging Face GPT-2 (safetensors) to GGUF
@@ -39,6 +40,7 @@ var commands = map[string]func(args []string, stdout, stderr io.Writer) error{
 	"tokenize":     cmdTokenize,
 	"perplexity":   cmdPerplexity,
 	"quantize":     cmdQuantize,
+	"imatrix":      cmdIMatrix,
 	"bench":        cmdBench,
 	"random-model": cmdRandomModel,
 	"convert":      cmdConvert,

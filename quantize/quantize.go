@@ -47,8 +47,10 @@ type Options struct {
 	LeaveOutputTensor bool
 	// Importance gives, per tensor name, a weight per input column (the mean square of the
 	// activations that multiply it, from a calibration run such as llm's
-	// Model.CollectImportance); the quantizer then minimizes the error where it matters to the
-	// output.
+	// Model.CollectImportance, or an importance matrix file: IMatrix.Weights); the quantizer
+	// then minimizes the error where it matters to the output. A 3-D (expert) tensor takes
+	// one weight per column of each expert, one after the other, or one set for all. An entry
+	// for a tensor the model lacks, or of the wrong size, is an error.
 	Importance map[string][]float32
 	// Progress is called after each tensor.
 	Progress func(done, total int64, t TensorReport)
@@ -99,6 +101,9 @@ func File(in, out string, opts Options) (Report, error) {
 		return rep, err
 	}
 	defer f.Close()
+	if err := checkImportance(f, opts.Importance); err != nil {
+		return rep, fmt.Errorf("%s: %w", in, err)
+	}
 	w, order, plans, err := planQuantization(f, opts)
 	if err != nil {
 		return rep, fmt.Errorf("%s: %w", in, err)
