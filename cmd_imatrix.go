@@ -7,11 +7,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"slices"
 	"strings"
 
-	"github.com/gorun-dev/gorun/internal/osutil"
 	"github.com/gorun-dev/gorun/internal/progress"
 	"github.com/gorun-dev/gorun/llm"
 	"github.com/gorun-dev/gorun/quantize"
@@ -50,7 +48,7 @@ func cmdIMatrix(args []string, stdout, stderr io.Writer) error {
 		return usageError(fs, stderr, "--chunks %d: must be >= 0", *chunks)
 	}
 	if fi, err := os.Stat(*out); err == nil && !fi.Mode().IsRegular() {
-		return fmt.Errorf("output %s is not a regular file", *out)
+		return fmt.Errorf("output %s: %w", *out, errNotRegular)
 	}
 	m, chunk, err := loadForIMatrix(mf, stderr)
 	if err != nil {
@@ -129,29 +127,4 @@ func toIMatrix(im *llm.Importance, dataset string) *quantize.IMatrix {
 	}
 	slices.SortFunc(out.Entries, func(a, b quantize.IMatrixEntry) int { return strings.Compare(a.Name, b.Name) })
 	return out
-}
-
-// writeFileAtomic writes b to path through a temporary file beside it, renamed when complete,
-// so an interrupted run leaves no partial file.
-func writeFileAtomic(path string, b []byte) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return osutil.SyncDir(filepath.Dir(path))
 }
