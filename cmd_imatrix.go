@@ -56,7 +56,7 @@ func cmdIMatrix(args []string, stdout, stderr io.Writer) error {
 	}
 	defer m.Close()
 	defer removeOnSignal(stderr, "imatrix", *out+".tmp")()
-	im, err := collectIMatrix(m, *file, llm.ImportanceOptions{Chunk: chunk, MaxChunks: *chunks, ProcessOutput: *processOutput}, stderr)
+	im, err := collectIMatrix(m, "-f", *file, llm.ImportanceOptions{Chunk: chunk, MaxChunks: *chunks, ProcessOutput: *processOutput}, stderr)
 	if err != nil {
 		return err
 	}
@@ -92,8 +92,9 @@ func loadForIMatrix(mf modelFlags, stderr io.Writer) (*llm.Model, int, error) {
 }
 
 // collectIMatrix computes llama-imatrix's statistics of the model on a text file.
-func collectIMatrix(m *llm.Model, textFile string, opts llm.ImportanceOptions, stderr io.Writer) (*quantize.IMatrix, error) {
-	text, err := readInput("-f", textFile, maxTextBytes)
+// option names the text's option in errors (-f, --calib).
+func collectIMatrix(m *llm.Model, option, textFile string, opts llm.ImportanceOptions, stderr io.Writer) (*quantize.IMatrix, error) {
+	text, err := readInput(option, textFile, maxTextBytes)
 	if err != nil {
 		return nil, err
 	}

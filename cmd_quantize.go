@@ -154,7 +154,7 @@ func calibrate(model, textFile string, threads, ctxLen int, stderr io.Writer) (m
 		return nil, err
 	}
 	defer m.Close()
-	im, err := collectIMatrix(m, textFile, llm.ImportanceOptions{Chunk: chunk, ProcessOutput: true}, stderr)
+	im, err := collectIMatrix(m, "--calib", textFile, llm.ImportanceOptions{Chunk: chunk, ProcessOutput: true}, stderr)
 	if err != nil {
 		return nil, err
 	}

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"slices"
 	"strings"
 
 	"github.com/gorun-dev/gorun/gguf"
+	"github.com/gorun-dev/gorun/internal/osutil"
 )
 
 // Importance matrices in llama.cpp's legacy file format (llama-imatrix's imatrix.dat, as
@@ -69,17 +69,14 @@ func (im *IMatrix) Weights() map[string][]float32 {
 
 // ReadIMatrix reads an importance matrix file.
 func ReadIMatrix(path string) (*IMatrix, error) {
-	f, err := os.Open(path)
+	f, err := osutil.OpenRegular(path) // a FIFO or device is refused without blocking
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("imatrix: %w", err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
 		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("imatrix %s: not a regular file", path)
 	}
 	if st.Size() > maxIMatrixFile {
 		return nil, fmt.Errorf("imatrix %s: %d bytes, more than any importance matrix (%d)", path, st.Size(), int64(maxIMatrixFile))
