@@ -33,6 +33,7 @@ func cmdIMatrix(args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("imatrix", imatrixSynopsis, stderr)
 	var mf modelFlags
 	mf.register(fs)
+	fs.Lookup("c").Usage = "chunk length in tokens (default: 512, or the model's context if shorter)"
 	file := fs.String("f", "", "calibration text `FILE`")
 	fs.StringVar(file, "file", "", "same as -f")
 	out := fs.String("o", "imatrix.dat", "output `FILE`")
