@@ -8,9 +8,9 @@ import (
 	"testing"
 )
 
-// gorun quantize --search: grid writes a file of the same size with other bytes (fast, its
-// former name, the same file), full (the default) the default bytes; bad values and
-// --reference with grid are usage errors; -h documents it.
+// gorun quantize --search: grid (the default; fast, its former name, the same file) and full
+// write files of the same size with different bytes; bad values and --reference with an
+// explicit --search are usage errors; -h documents it.
 func TestQuantizeSearchFlag(t *testing.T) {
 	src := tinyFile(t)
 	dir := t.TempDir()
@@ -29,8 +29,8 @@ func TestQuantizeSearchFlag(t *testing.T) {
 	full, _ := os.ReadFile(out("full.gguf"))
 	grid, _ := os.ReadFile(out("grid.gguf"))
 	fast, _ := os.ReadFile(out("fast.gguf"))
-	if !bytes.Equal(def, full) {
-		t.Error("--search full differs from the default")
+	if !bytes.Equal(def, grid) {
+		t.Error("--search grid differs from the default")
 	}
 	if len(grid) != len(full) || bytes.Equal(grid, full) {
 		t.Errorf("--search grid: %d bytes (full %d), identical %v", len(grid), len(full), bytes.Equal(grid, full))
@@ -47,6 +47,7 @@ func TestQuantizeSearchFlag(t *testing.T) {
 	}{
 		{[]string{"quantize", src, out("x.gguf"), "q4_0", "--search", "quick"}, "unknown search"},
 		{[]string{"quantize", src, out("x.gguf"), "q4_0", "--search", "grid", "--reference"}, "do not mix"},
+		{[]string{"quantize", src, out("x.gguf"), "q4_0", "--search", "full", "--reference"}, "do not mix"},
 	} {
 		code, _, errs := gorun(c.args...)
 		if code != 2 || !strings.Contains(errs, c.want) {

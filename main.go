@@ -24,6 +24,7 @@ Usage:
   gorun embed -m MODEL.gguf -p TEXT            print text embeddings (llama-embedding)
   gorun perplexity -m MODEL.gguf -f TEXT       measure perplexity (llama-perplexity's protocol)
   gorun quantize IN.gguf OUT.gguf TYPE         write a quantized copy of a model
+  gorun imatrix -m MODEL.gguf -f TEXT          compute an importance matrix (llama-imatrix)
   gorun bench -m MODEL.gguf [-p 512] [-n 128]  measure prompt and generation speed (llama-bench)
   gorun random-model -shape 124M -o OUT.gguf   write a random-weight GPT-2 for benchmarks
   gorun convert HF_DIR OUT.gguf [--outtype T]  convert a Hugging Face GPT-2 (safetensors) to GGUF
@@ -47,6 +48,7 @@ var commands = map[string]func(args []string, stdout, stderr io.Writer) error{
 	"embed":        cmdEmbed,
 	"perplexity":   cmdPerplexity,
 	"quantize":     cmdQuantize,
+	"imatrix":      cmdIMatrix,
 	"bench":        cmdBench,
 	"random-model": cmdRandomModel,
 	"convert":      cmdConvert,

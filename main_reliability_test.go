@@ -76,7 +76,8 @@ func TestNonFiniteOptionsRefused(t *testing.T) {
 func firstLine(s string) string { return strings.SplitN(s, "\n", 2)[0] }
 
 // Issue 8, rows 6 and 7: every input file is bounded and opened so that a FIFO or a device
-// neither blocks nor streams forever: -m, and -f of run, tokenize and perplexity, --calib.
+// neither blocks nor streams forever: -m, and -f of run, tokenize, perplexity and imatrix,
+// --calib, --imatrix, --kl-divergence-base.
 func TestInputFilesBounded(t *testing.T) {
 	tiny := tinyFile(t)
 	dir := t.TempDir()
@@ -115,6 +116,10 @@ func TestInputFilesBounded(t *testing.T) {
 		{[]string{"quantize", tiny, out, "q8_0", "--calib", "/dev/zero"}, "--calib: /dev/zero: not a regular file"},
 		{[]string{"quantize", tiny, out, "q8_0", "--calib", bigText}, "over the limit of 256 MiB"},
 		{[]string{"quantize", fifo, out, "q8_0"}, "not a regular file"},
+		{[]string{"quantize", tiny, out, "q8_0", "--imatrix", fifo}, "not a regular file (a named pipe)"},
+		{[]string{"quantize", tiny, out, "q8_0", "--imatrix", "/dev/zero"}, "not a regular file"},
+		{[]string{"imatrix", "-m", tiny, "-f", fifo, "-o", filepath.Join(dir, "im.dat")}, "-f: " + fifo + ": not a regular file"},
+		{[]string{"perplexity", "-m", tiny, "--kl-divergence-base", fifo, "--kl-divergence"}, "not a regular file (a named pipe)"},
 	}
 	for _, c := range cases {
 		code, _, errs := gorunBounded(t, 10*time.Second, 16<<20, c.args...)

@@ -3,6 +3,7 @@ package llm
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
 )
 
@@ -15,6 +16,12 @@ type PerplexityOptions struct {
 	// otherwise only the second half is scored, as llama-perplexity does, so every scored token
 	// sees at least Chunk/2 tokens of context.
 	ScoreAll bool
+	// MaxChunks limits the chunks scored (llama-perplexity's --chunks); 0: all.
+	MaxChunks int
+	// LogProbs, when set, receives llama-perplexity's KL-divergence base file
+	// (--kl-divergence-base): the chunks' tokens, then the log-probabilities at every scored
+	// position (see ReadLogProbsBase). Not with ScoreAll.
+	LogProbs io.Writer
 	// Progress, when set, is called after each chunk with the running estimate.
 	Progress func(done, total int, running PerplexityResult)
 }
@@ -69,8 +76,14 @@ func (s *Session) Perplexity(ctx context.Context, tokens []int32, opts Perplexit
 	if n == 0 {
 		return res, fmt.Errorf("%d tokens are fewer than one chunk of %d; use a longer text or a smaller -c", len(tokens), chunk)
 	}
+	if opts.MaxChunks > 0 {
+		n = min(n, opts.MaxChunks)
+	}
 	first := chunk / 2
 	if opts.ScoreAll {
+		if opts.LogProbs != nil {
+			return res, fmt.Errorf("%w: a KL-divergence base file stores the second half of each chunk; it does not mix with scoring every position", ErrInvalidOption)
+		}
 		first = 0
 	}
 	if chunk-1-first < 1 {
@@ -78,6 +91,13 @@ func (s *Session) Perplexity(ctx context.Context, tokens []int32, opts Perplexit
 	}
 	V := s.m.arch.Hparams().NVocab
 	logits := make([]float32, (chunk-first)*V)
+	var stored []byte
+	if opts.LogProbs != nil {
+		if err := writeLogProbsHeader(opts.LogProbs, chunk, V, n, tokens); err != nil {
+			return res, err
+		}
+		stored = make([]byte, (chunk-1-first)*logProbsRowLen(V)*2)
+	}
 	var progress func(PerplexityResult) error
 	if opts.Progress != nil {
 		progress = outside(s, func(r PerplexityResult) error {
@@ -105,6 +125,11 @@ func (s *Session) Perplexity(ctx context.Context, tokens []int32, opts Perplexit
 		for j := first; j < chunk-1; j++ {
 			res.add(nll(logits[(j-first)*V:(j-first+1)*V], toks[j+1]))
 		}
+		if stored != nil {
+			if err := saveLogProbs(opts.LogProbs, stored, logits, toks[first:], V); err != nil {
+				return res, err
+			}
+		}
 		res.Chunks++
 		if progress != nil {
 			progress(res)
@@ -115,6 +140,17 @@ func (s *Session) Perplexity(ctx context.Context, tokens []int32, opts Perplexit
 		return res, fmt.Errorf("no token was scored")
 	}
 	return res, nil
+}
+
+// saveLogProbs writes a chunk's scored positions to a KL-divergence base file: logits holds
+// their rows, toks the tokens from the first of them on.
+func saveLogProbs(w io.Writer, buf []byte, logits []float32, toks []int32, V int) error {
+	nv2 := 2 * logProbsRowLen(V)
+	for j := 0; j < len(buf)/nv2; j++ {
+		encodeLogProbs(buf[j*nv2:(j+1)*nv2], logits[j*V:(j+1)*V], toks[j+1])
+	}
+	_, err := w.Write(buf)
+	return err
 }
 
 // nll is -log softmax(logits)[target], computed in float64.

@@ -23,8 +23,9 @@ type Format struct {
 	// and rounding that minimize the weighted squared error sum_j w_j (src_j - stored_j)^2,
 	// where w is importance (per element of src, typically the mean square of the activations
 	// that meet each weight column; nil means a default weighting). s is how thoroughly it
-	// searches (SearchFull, the zero value: complete sweeps, the pinned bytes; SearchGrid: a
-	// grid of candidate scales, several times faster, other bytes). Every block is compared with
+	// searches (SearchGrid, the zero value and gorun's default: a grid of candidate scales;
+	// SearchFull: complete sweeps, several times slower, a little lower error; each's bytes
+	// pinned). Every block is compared with
 	// Quantize's, which is kept when it is no worse under the same weighted error. nil when the
 	// type has no such quantizer; callers then use Quantize.
 	QuantizeSearch func(dst []byte, src, importance []float32, s Search) error

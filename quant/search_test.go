@@ -308,6 +308,10 @@ func TestParseSearch(t *testing.T) {
 			t.Errorf("ParseSearch(%q) = %v, %v", s, got, err)
 		}
 	}
+	var zero Search
+	if zero != SearchGrid {
+		t.Errorf("the zero Search (the default) is %v, want grid", zero)
+	}
 	if got, err := ParseSearch("fast"); err != nil || got != SearchGrid {
 		t.Errorf(`ParseSearch("fast") = %v, %v`, got, err)
 	}
@@ -325,8 +329,10 @@ func TestSearchNoAllocs(t *testing.T) {
 		rs, _ := ty.RowSize(1024)
 		q := make([]byte, rs)
 		for _, im := range [][]float32{nil, imp} {
-			if a := testing.AllocsPerRun(5, func() { f.QuantizeSearch(q, x, im, SearchFull) }); a != 0 {
-				t.Errorf("%v: %v allocations per row", ty, a)
+			for _, s := range []Search{SearchGrid, SearchFull} {
+				if a := testing.AllocsPerRun(5, func() { f.QuantizeSearch(q, x, im, s) }); a != 0 {
+					t.Errorf("%v %v: %v allocations per row", ty, s, a)
+				}
 			}
 		}
 	}

@@ -29,18 +29,28 @@ type Options struct {
 	// Reference uses the reference quantizers (llama.cpp's bytes exactly) instead of gorun's
 	// error-minimizing ones.
 	Reference bool
-	// Search is the error-minimizing quantizers' search: quant.SearchFull (the zero value:
-	// complete sweeps, gorun's default bytes) or quant.SearchGrid (a grid of candidate scales:
-	// several times faster, different bytes, nearly the same quality; see quant/SPEED.md).
-	// Ignored with Reference.
+	// Search is the error-minimizing quantizers' search: quant.SearchGrid (the zero value,
+	// gorun's default: a grid of candidate scales) or quant.SearchFull (complete sweeps: 2-8x
+	// the time for 0.1-0.25% less error; other bytes; see quant/SPEED.md). Either gives the
+	// same bytes for any Threads. Ignored with Reference.
 	Search quant.Search
 	// AllowRequantize lets quantized input tensors be dequantized and quantized again (which
-	// compounds the errors).
+	// compounds the errors). Without it, a quantized input tensor that the plan gives another
+	// type is an error; one that keeps its type is copied as it is (llama-quantize's rule).
 	AllowRequantize bool
+	// OutputTensorType, when set, is output.weight's type (and a tied token_embd.weight's in
+	// the mixed recipes): llama-quantize's --output-tensor-type.
+	OutputTensorType *quant.Type
+	// TokenEmbeddingType, when set, is token_embd.weight's type: --token-embedding-type.
+	TokenEmbeddingType *quant.Type
+	// LeaveOutputTensor copies output.weight as it is: --leave-output-tensor.
+	LeaveOutputTensor bool
 	// Importance gives, per tensor name, a weight per input column (the mean square of the
 	// activations that multiply it, from a calibration run such as llm's
-	// Model.CollectImportance); the quantizer then minimizes the error where it matters to the
-	// output.
+	// Model.CollectImportance, or an importance matrix file: IMatrix.Weights); the quantizer
+	// then minimizes the error where it matters to the output. A 3-D (expert) tensor takes
+	// one weight per column of each expert, one after the other, or one set for all. An entry
+	// for a tensor the model lacks, or of the wrong size, is an error.
 	Importance map[string][]float32
 	// Progress is called after each tensor.
 	Progress func(done, total int64, t TensorReport)
@@ -77,6 +87,9 @@ func File(in, out string, opts Options) (Report, error) {
 	if opts.Search != quant.SearchFull && opts.Search != quant.SearchGrid {
 		return rep, fmt.Errorf("unknown quantizer search %v", opts.Search)
 	}
+	if err := checkOverrides(opts); err != nil {
+		return rep, err
+	}
 	if err := refuseSameFile(in, out); err != nil {
 		return rep, err
 	}
@@ -88,6 +101,9 @@ func File(in, out string, opts Options) (Report, error) {
 		return rep, err
 	}
 	defer f.Close()
+	if err := checkImportance(f, opts.Importance); err != nil {
+		return rep, fmt.Errorf("%s: %w", in, err)
+	}
 	w, order, plans, err := planQuantization(f, opts)
 	if err != nil {
 		return rep, fmt.Errorf("%s: %w", in, err)
@@ -181,6 +197,7 @@ func planQuantization(f *gguf.File, opts Options) (w *gguf.Writer, order []int, 
 		if err != nil {
 			return nil, nil, nil, err
 		}
+		p = overrideType(p, ti.Name, ti.Dims, ti.Type, opts, info)
 		if p.Quantize {
 			if ti.Type.Quantized() && !opts.AllowRequantize {
 				return nil, nil, nil, fmt.Errorf("tensor %q is already %v; requantizing compounds the error (allow it with --allow-requantize, or start from an f16/f32 file)", ti.Name, ti.Type)

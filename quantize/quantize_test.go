@@ -2,6 +2,8 @@ package quantize
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -278,24 +280,43 @@ func randomImportance(t *testing.T, path string) map[string][]float32 {
 	return imp
 }
 
-// Options.Search: the grid search writes the same layout as the full one (header, tensor
-// types, offsets, size) with different quantized values, and the zero value is the full
-// search (the default bytes). llm's TestQuantizeSearch compares the files' logits.
+// pinnedSearchFiles are the sha256 hashes (first 16 hex digits) of the files File writes from
+// TestSearchKinds' random f32 model, per recipe and search, with -t 1 and -t 3 alike: a change
+// to either search's bytes, or to the files' layout, has to be deliberate.
+var pinnedSearchFiles = map[string]string{
+	"Q4_0 grid": "d6647f6f66c7818a", "Q8_0 grid": "a5c22cf7309b6c19", "Q4_K_M grid": "15a6f2cca2301741",
+	"Q4_0 full": "cf1732ebf3d805d2", "Q8_0 full": "c582b60bc3c147a9", "Q4_K_M full": "fe82c6b5d26b6b4c",
+}
+
+// Options.Search: the zero value is the grid search; the grid and full searches write the same
+// layout (header, tensor types, offsets, size) with different quantized values; each writes
+// the same bytes for any thread count, and those bytes are pinned. llm's TestQuantizeSearch
+// compares the files' logits.
 func TestSearchKinds(t *testing.T) {
 	src := writeTiny(t, func(c *testmodel.Config) { c.Type = quant.F32 })
 	dir := t.TempDir()
 	for _, ft := range []FileType{FileQ4_0, FileQ8_0, FileQ4_K_M} {
-		quantized := func(name string, s quant.Search) []byte {
-			out := filepath.Join(dir, ft.String()+"-"+name+".gguf")
-			if _, err := File(src, out, Options{FileType: ft, Threads: 2, Search: s}); err != nil {
-				t.Fatalf("%v %v: %v", ft, name, err)
+		quantized := func(s quant.Search, threads int) []byte {
+			out := filepath.Join(dir, fmt.Sprintf("%v-%v-%d.gguf", ft, s, threads))
+			if _, err := File(src, out, Options{FileType: ft, Threads: threads, Search: s}); err != nil {
+				t.Fatalf("%v %v: %v", ft, s, err)
 			}
 			b, _ := os.ReadFile(out)
 			return b
 		}
-		full, grid, dflt := quantized("full", quant.SearchFull), quantized("grid", quant.SearchGrid), quantized("default", 0)
-		if !bytes.Equal(full, dflt) {
-			t.Errorf("%v: Search's zero value does not give the full search's bytes", ft)
+		var dflt quant.Search
+		full, grid, zero := quantized(quant.SearchFull, 1), quantized(quant.SearchGrid, 1), quantized(dflt, 3)
+		if !bytes.Equal(grid, zero) {
+			t.Errorf("%v: Search's zero value with 3 threads does not give the grid search's bytes with 1", ft)
+		}
+		if !bytes.Equal(full, quantized(quant.SearchFull, 3)) {
+			t.Errorf("%v: the full search's bytes depend on the thread count", ft)
+		}
+		for s, b := range map[quant.Search][]byte{quant.SearchGrid: grid, quant.SearchFull: full} {
+			key := fmt.Sprintf("%v %v", ft, s)
+			if got := fmt.Sprintf("%x", sha256.Sum256(b))[:16]; got != pinnedSearchFiles[key] {
+				t.Errorf("%s: file sha256 %s, pinned %s", key, got, pinnedSearchFiles[key])
+			}
 		}
 		if len(full) != len(grid) {
 			t.Fatalf("%v: grid file %d bytes, full %d", ft, len(grid), len(full))

@@ -39,8 +39,14 @@ func (q *quantizer) tensor(i int, p TensorPlan) ([]byte, error) {
 	q.out = grow(q.out, rows*int(rowOut))
 	q.f32 = growF32(q.f32, q.threads*rowLen)
 	imp := q.importance(ti)
+	// A 3-D tensor's importance may hold one set of columns per expert (llama-imatrix's
+	// layout for expert matrices): rows r of expert r/rowsPerExpert take that expert's set.
+	rowsPerExpert := rows
 	if imp != nil && len(imp) != rowLen {
-		return nil, fmt.Errorf("importance has %d columns, the tensor %d", len(imp), rowLen)
+		if len(ti.Dims) < 3 || int64(len(imp)) != int64(rowLen)*ti.Dims[2] {
+			return nil, fmt.Errorf("importance has %d values, the tensor %d columns", len(imp), rowLen)
+		}
+		rowsPerExpert = int(ti.Dims[1])
 	}
 	from, _ := quant.FormatOf(ti.Type)
 	to, _ := quant.FormatOf(p.Type)
@@ -60,7 +66,7 @@ func (q *quantizer) tensor(i int, p TensorPlan) ([]byte, error) {
 				dst := q.out[r*int(rowOut) : (r+1)*int(rowOut)]
 				var err error
 				if search != nil {
-					err = search(dst, buf, imp, q.opts.Search)
+					err = search(dst, buf, expertImportance(imp, r/rowsPerExpert, rowLen), q.opts.Search)
 				} else {
 					err = to.Quantize(dst, buf)
 				}
@@ -79,6 +85,15 @@ func (q *quantizer) tensor(i int, p TensorPlan) ([]byte, error) {
 		return nil, err
 	}
 	return q.out, nil
+}
+
+// expertImportance is expert e's columns of a tensor's importance (all of it when it holds
+// one set).
+func expertImportance(imp []float32, e, rowLen int) []float32 {
+	if len(imp) <= rowLen {
+		return imp
+	}
+	return imp[e*rowLen : (e+1)*rowLen]
 }
 
 func grow(b []byte, n int) []byte {
