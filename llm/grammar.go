@@ -1,0 +1,147 @@
+package llm
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/gorun-dev/gorun/grammar"
+)
+
+// ErrGrammarBlocked: the grammar allows no token of the vocabulary here (it needs a
+// character no token begins with, or it is complete and end-of-generation tokens are
+// ignored).
+var ErrGrammarBlocked = fmt.Errorf("%w: the grammar allows no token of the vocabulary at this point", ErrInvalidOption)
+
+// grammarStage is the grammar's link of the sampler chain: it removes the tokens the grammar
+// refuses before top-k and advances the grammar over the chosen token.
+type grammarStage struct {
+	m        *grammar.Matcher
+	v        *grammar.Vocab
+	allowEOG bool
+	mask     []bool
+}
+
+// grammarVocab is the vocabulary's token texts as a grammar.Vocab, built on first use.
+func (m *Model) grammarVocab() *grammar.Vocab {
+	m.gvOnce.Do(func() {
+		n := m.tok.VocabSize()
+		tokens := make([][]byte, n)
+		var eog []int32
+		for id := range int32(n) {
+			tokens[id] = m.tok.TokenBytes(id)
+			if m.tok.IsEOG(id) {
+				eog = append(eog, id)
+			}
+		}
+		m.gv = grammar.NewVocab(tokens, eog)
+	})
+	return m.gv
+}
+
+// NewSampler makes a sampler for the model's vocabulary that applies every option,
+// SampleOptions.Grammar included (end-of-generation tokens allowed where the grammar may end).
+func (m *Model) NewSampler(opts SampleOptions) *Sampler {
+	s := NewSampler(opts, m.arch.Hparams().NVocab)
+	if opts.Grammar != nil {
+		s.useGrammar(m.grammarVocab(), true)
+	}
+	return s
+}
+
+// useGrammar makes the sampler apply opts.Grammar over the vocabulary v; allowEOG false bans
+// end-of-generation tokens (IgnoreEOS).
+func (s *Sampler) useGrammar(v *grammar.Vocab, allowEOG bool) {
+	s.gram = &grammarStage{m: s.opts.Grammar.NewMatcher(), v: v, allowEOG: allowEOG}
+}
+
+// grammarDone reports whether the grammar is complete and allows nothing more.
+func (s *Sampler) grammarDone() bool { return s.gram != nil && s.gram.m.Done() }
+
+// sample is the chain with the grammar first: the candidates are the k most likely tokens
+// the grammar allows (k is 1 for greedy decoding, TopK, or all), then top-p, min-p,
+// temperature and the draw as without a grammar. It equals masking every refused token
+// first, but checks tokens one by one from the most likely down, and walks the whole
+// vocabulary (the trie) only when the most likely tokens are mostly refused.
+func (g *grammarStage) sample(s *Sampler, logits []float32, pos uint64) (int32, error) {
+	o := &s.opts
+	k := len(logits)
+	switch {
+	case o.Temperature <= 0:
+		k = 1
+	case o.TopK > 0 && o.TopK < k:
+		k = o.TopK
+	}
+	c, err := g.topAllowed(s.cand[:len(logits)], logits, k)
+	if err != nil {
+		return -1, err
+	}
+	if len(c) == 0 {
+		return -1, ErrGrammarBlocked
+	}
+	var next int32
+	if o.Temperature <= 0 {
+		if math.IsInf(float64(c[0].logit), -1) {
+			return -1, errAllBanned
+		}
+		next = c[0].id
+	} else if next, err = s.draw(c, pos); err != nil {
+		return -1, err
+	}
+	if err := g.m.AcceptToken(g.v, next); err != nil {
+		return -1, err
+	}
+	return next, nil
+}
+
+// topAllowed returns, sorted most likely first, the k most likely tokens the grammar allows
+// (fewer when fewer are allowed), in c's memory.
+func (g *grammarStage) topAllowed(c []candidate, logits []float32, k int) ([]candidate, error) {
+	n := len(logits)
+	if n != g.v.Size() {
+		return nil, fmt.Errorf("%w: %d logits for a grammar over %d tokens", ErrInvalidOption, n, g.v.Size())
+	}
+	for i, l := range logits {
+		c[i] = candidate{id: int32(i), logit: l}
+	}
+	// Fast path: the first k allowed among the most likely few are the first k allowed of
+	// all (the order is total: by logit, then id).
+	if look := 4*k + 64; look < n/2 {
+		top := topK(c, look)
+		kept := top[:0]
+		for _, cand := range top {
+			ok, err := g.m.AllowsToken(g.v, cand.id, g.allowEOG)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				kept = append(kept, cand)
+				if len(kept) == k {
+					return kept, nil
+				}
+			}
+		}
+		for i, l := range logits { // topK reordered c
+			c[i] = candidate{id: int32(i), logit: l}
+		}
+	}
+	if len(g.mask) != n {
+		g.mask = make([]bool, n)
+	}
+	if _, err := g.m.Mask(g.v, g.allowEOG, g.mask); err != nil {
+		return nil, err
+	}
+	kept := c[:0]
+	for i, ok := range g.mask {
+		if ok {
+			kept = append(kept, candidate{id: int32(i), logit: logits[i]})
+		}
+	}
+	if len(kept) == 0 {
+		return kept, nil
+	}
+	if k < len(kept) {
+		return topK(kept, k), nil
+	}
+	sortDesc(kept)
+	return kept, nil
+}
