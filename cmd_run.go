@@ -60,6 +60,7 @@ type runFlags struct {
 	keep                           int
 	ctxShift, noCtxShift           bool
 	verbosePrompt                  bool
+	gram                           grammarFlags
 }
 
 func (f *runFlags) register(fs *flag.FlagSet) {
@@ -110,6 +111,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.noCtxShift, "no-context-shift", false, "stop when the context fills (the default without -i)")
 	fs.BoolVar(&f.verbosePrompt, "verbose-prompt", false, "print each text put into the context (-cnv: each turn as the chat template renders it) and its token count to stderr")
 	f.mf.chat.register(fs)
+	f.gram.register(fs)
 }
 
 // check refuses out-of-range and conflicting options, naming them, and processes the escapes
@@ -220,6 +222,10 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	gram, err := f.gram.compile(fs, stderr)
+	if err != nil {
+		return err
+	}
 	seed := f.resolveSeed(stderr)
 	m, err := f.mf.load(stderr)
 	if err != nil {
@@ -236,6 +242,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	g := &generator{m: m, sess: sess, opts: f.generateOptions(seed), shift: f.shifting(), keep: f.keep}
+	g.opts.Sample.Grammar = gram // each answer (each generation between context shifts) starts at the root
 	if f.verbosePrompt {
 		g.verbose = stderr
 	}
