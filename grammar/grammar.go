@@ -109,6 +109,9 @@ func (g *Grammar) String() string {
 			if i > 0 {
 				b.WriteString(" |")
 			}
+			if g.elems[a].kind == kindEnd {
+				b.WriteString(` ""`) // an empty alternative, which a bare "|" at a line end would not end
+			}
 			for p := a; g.elems[p].kind != kindEnd; p++ {
 				b.WriteByte(' ')
 				g.writeElem(&b, &g.elems[p])

@@ -211,6 +211,15 @@ func (p *parser) parseAlternatives(rule int32, nested bool) ([]alternative, erro
 			return nil, err
 		}
 		alts = append(alts, seq)
+		if !nested && p.peek() != '|' {
+			// An alternative may also begin the next line with '|' (as in many grammars
+			// written for readability); llama.cpp wants it on the same line.
+			save := p.pos
+			p.skipSpace(true)
+			if p.peek() != '|' {
+				p.pos = save
+			}
+		}
 		if p.peek() != '|' {
 			return alts, nil
 		}
