@@ -215,6 +215,10 @@ type Matcher struct {
 	w       walker
 	scratch arena
 	sets    []*stack
+
+	masks    []cachedMask // the last few states' masks
+	nextMask int          // the one to replace next
+	keyBuf   []byte
 }
 
 // NewMatcher returns a matcher at the start of the text.

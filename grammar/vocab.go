@@ -120,9 +120,65 @@ func itoa(n int) string {
 	return itoa(n/10) + string(rune('0'+n%10))
 }
 
+// maskCacheSize is how many masks a matcher keeps: a state often recurs (inside a JSON
+// string every character leads back to the same stacks), and a mask there costs a walk of
+// most of the trie.
+const maskCacheSize = 8
+
+// cachedMask is the mask of a state, keyed by the state's content.
+type cachedMask struct {
+	key     string
+	v       *Vocab
+	allowed []bool
+	n       int
+}
+
+// stateKey writes the matcher's state (its stacks' positions, the cut character) and the
+// end-of-generation switch as a string; equal keys have equal masks.
+func (m *Matcher) stateKey(allowEOG bool) string {
+	b := m.keyBuf[:0]
+	if allowEOG {
+		b = append(b, 1)
+	}
+	b = append(b, byte(m.pend.n))
+	b = append(b, m.pend.b[:m.pend.n]...)
+	for _, s := range m.stacks {
+		for ; s != nil; s = s.next {
+			b = append(b, byte(s.pos), byte(s.pos>>8), byte(s.pos>>16), byte(s.pos>>24))
+		}
+		b = append(b, 0xff, 0xff, 0xff, 0xff) // no position is -1: the end of a stack
+	}
+	m.keyBuf = b
+	return string(b)
+}
+
 // Mask sets allowed[id] (len(allowed) = v.Size()) for every token that may come next, in one
-// walk of the vocabulary's trie, and returns how many are allowed.
+// walk of the vocabulary's trie, and returns how many are allowed. The masks of the last few
+// states are kept: a state seen again costs a copy.
 func (m *Matcher) Mask(v *Vocab, allowEOG bool, allowed []bool) (int, error) {
+	key := m.stateKey(allowEOG)
+	for _, c := range m.masks {
+		if c.v == v && c.key == key && len(c.allowed) == len(allowed) {
+			copy(allowed, c.allowed)
+			return c.n, nil
+		}
+	}
+	n, err := m.mask(v, allowEOG, allowed)
+	if err != nil {
+		return 0, err
+	}
+	c := cachedMask{key: key, v: v, allowed: append([]bool(nil), allowed...), n: n}
+	if len(m.masks) < maskCacheSize {
+		m.masks = append(m.masks, c)
+	} else {
+		m.masks[m.nextMask] = c
+		m.nextMask = (m.nextMask + 1) % maskCacheSize
+	}
+	return n, nil
+}
+
+// mask computes Mask's result.
+func (m *Matcher) mask(v *Vocab, allowEOG bool, allowed []bool) (int, error) {
 	clear(allowed)
 	m.w.a = &m.scratch
 	m.sets = m.sets[:0]
