@@ -216,9 +216,10 @@ type Matcher struct {
 	scratch arena
 	sets    []*stack
 
-	masks    []cachedMask // the last few states' masks
-	nextMask int          // the one to replace next
-	keyBuf   []byte
+	masks       []cachedMask // the last few states' allowed tokens
+	nextMask    int          // the one to replace next
+	keyBuf      []byte
+	scratchMask []bool
 }
 
 // NewMatcher returns a matcher at the start of the text.

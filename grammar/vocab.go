@@ -125,17 +125,16 @@ func itoa(n int) string {
 // most of the trie.
 const maskCacheSize = 8
 
-// cachedMask is the mask of a state, keyed by the state's content.
+// cachedMask is the allowed tokens of a state, keyed by the state's content.
 type cachedMask struct {
-	key     string
-	v       *Vocab
-	allowed []bool
-	n       int
+	key string
+	v   *Vocab
+	ids []int32 // ascending
 }
 
 // stateKey writes the matcher's state (its stacks' positions, the cut character) and the
-// end-of-generation switch as a string; equal keys have equal masks.
-func (m *Matcher) stateKey(allowEOG bool) string {
+// end-of-generation switch into m.keyBuf; equal keys have equal masks.
+func (m *Matcher) stateKey(allowEOG bool) {
 	b := m.keyBuf[:0]
 	if allowEOG {
 		b = append(b, 1)
@@ -149,32 +148,63 @@ func (m *Matcher) stateKey(allowEOG bool) string {
 		b = append(b, 0xff, 0xff, 0xff, 0xff) // no position is -1: the end of a stack
 	}
 	m.keyBuf = b
-	return string(b)
 }
 
-// Mask sets allowed[id] (len(allowed) = v.Size()) for every token that may come next, in one
-// walk of the vocabulary's trie, and returns how many are allowed. The masks of the last few
-// states are kept: a state seen again costs a copy.
-func (m *Matcher) Mask(v *Vocab, allowEOG bool, allowed []bool) (int, error) {
-	key := m.stateKey(allowEOG)
+// CachedAllowed returns the tokens that may come next, ascending, if this state's were
+// computed recently (by Allowed or Mask); the slice must not be modified.
+func (m *Matcher) CachedAllowed(v *Vocab, allowEOG bool) ([]int32, bool) {
+	m.stateKey(allowEOG)
 	for _, c := range m.masks {
-		if c.v == v && c.key == key && len(c.allowed) == len(allowed) {
-			copy(allowed, c.allowed)
-			return c.n, nil
+		if c.v == v && c.key == string(m.keyBuf) {
+			return c.ids, true
 		}
 	}
-	n, err := m.mask(v, allowEOG, allowed)
-	if err != nil {
-		return 0, err
+	return nil, false
+}
+
+// Allowed returns the tokens that may come next, ascending, computed by one walk of the
+// vocabulary's trie; the last few states' lists are kept, so a state seen again costs
+// nothing. The slice must not be modified.
+func (m *Matcher) Allowed(v *Vocab, allowEOG bool) ([]int32, error) {
+	if ids, ok := m.CachedAllowed(v, allowEOG); ok {
+		return ids, nil
 	}
-	c := cachedMask{key: key, v: v, allowed: append([]bool(nil), allowed...), n: n}
+	key := string(m.keyBuf)
+	if len(m.scratchMask) != v.Size() {
+		m.scratchMask = make([]bool, v.Size())
+	}
+	n, err := m.mask(v, allowEOG, m.scratchMask)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]int32, 0, n)
+	for id, ok := range m.scratchMask {
+		if ok {
+			ids = append(ids, int32(id))
+		}
+	}
+	c := cachedMask{key: key, v: v, ids: ids}
 	if len(m.masks) < maskCacheSize {
 		m.masks = append(m.masks, c)
 	} else {
 		m.masks[m.nextMask] = c
 		m.nextMask = (m.nextMask + 1) % maskCacheSize
 	}
-	return n, nil
+	return ids, nil
+}
+
+// Mask sets allowed[id] (len(allowed) = v.Size()) for every token that may come next (see
+// Allowed) and returns how many are allowed.
+func (m *Matcher) Mask(v *Vocab, allowEOG bool, allowed []bool) (int, error) {
+	ids, err := m.Allowed(v, allowEOG)
+	if err != nil {
+		return 0, err
+	}
+	clear(allowed)
+	for _, id := range ids {
+		allowed[id] = true
+	}
+	return len(ids), nil
 }
 
 // mask computes Mask's result.

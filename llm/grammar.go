@@ -18,7 +18,6 @@ type grammarStage struct {
 	m        *grammar.Matcher
 	v        *grammar.Vocab
 	allowEOG bool
-	mask     []bool
 }
 
 // grammarVocab is the vocabulary's token texts as a grammar.Vocab, built on first use.
@@ -94,18 +93,25 @@ func (g *grammarStage) sample(s *Sampler, logits []float32, pos uint64) (int32, 
 }
 
 // topAllowed returns, sorted most likely first, the k most likely tokens the grammar allows
-// (fewer when fewer are allowed), in c's memory.
+// (fewer when fewer are allowed), in c's memory. Three ways, all exact:
+//   - the state's allowed tokens are known (computed at a recent step in the same state):
+//     choose among them;
+//   - the first k allowed among the 4k+64 most likely tokens are the first k allowed of all
+//     (the order is total: by logit, then id); inside a JSON string they are found there;
+//   - otherwise a walk of the vocabulary's trie lists the allowed tokens (cheap where few
+//     are allowed, which is where the most likely ones are refused).
 func (g *grammarStage) topAllowed(c []candidate, logits []float32, k int) ([]candidate, error) {
 	n := len(logits)
 	if n != g.v.Size() {
 		return nil, fmt.Errorf("%w: %d logits for a grammar over %d tokens", ErrInvalidOption, n, g.v.Size())
 	}
-	for i, l := range logits {
-		c[i] = candidate{id: int32(i), logit: l}
+	if ids, ok := g.m.CachedAllowed(g.v, g.allowEOG); ok {
+		return selectTop(c, logits, ids, k), nil
 	}
-	// Fast path: the first k allowed among the most likely few are the first k allowed of
-	// all (the order is total: by logit, then id).
 	if look := 4*k + 64; look < n/2 {
+		for i, l := range logits {
+			c[i] = candidate{id: int32(i), logit: l}
+		}
 		top := topK(c, look)
 		kept := top[:0]
 		for _, cand := range top {
@@ -120,28 +126,26 @@ func (g *grammarStage) topAllowed(c []candidate, logits []float32, k int) ([]can
 				}
 			}
 		}
-		for i, l := range logits { // topK reordered c
-			c[i] = candidate{id: int32(i), logit: l}
-		}
 	}
-	if len(g.mask) != n {
-		g.mask = make([]bool, n)
-	}
-	if _, err := g.m.Mask(g.v, g.allowEOG, g.mask); err != nil {
+	ids, err := g.m.Allowed(g.v, g.allowEOG)
+	if err != nil {
 		return nil, err
 	}
-	kept := c[:0]
-	for i, ok := range g.mask {
-		if ok {
-			kept = append(kept, candidate{id: int32(i), logit: logits[i]})
-		}
+	return selectTop(c, logits, ids, k), nil
+}
+
+// selectTop returns the k most likely of the tokens ids (ascending), sorted, in c's memory.
+func selectTop(c []candidate, logits []float32, ids []int32, k int) []candidate {
+	kept := c[:len(ids)]
+	for i, id := range ids {
+		kept[i] = candidate{id: id, logit: logits[id]}
 	}
 	if len(kept) == 0 {
-		return kept, nil
+		return kept
 	}
 	if k < len(kept) {
-		return topK(kept, k), nil
+		return topK(kept, k)
 	}
 	sortDesc(kept)
-	return kept, nil
+	return kept
 }

@@ -144,36 +144,45 @@ func TestGrammarEqualsFullMask(t *testing.T) {
 		opts.Seed += uint64(trial)
 		prefix := prefixes[trial%len(prefixes)]
 
+		opts.Grammar = g
+		s := m.NewSampler(opts) // three steps in a row: a state seen again uses its cached list
+		if err := s.gram.m.Accept([]byte(prefix)); err != nil {
+			t.Fatal(err)
+		}
 		mt := g.NewMatcher()
 		if err := mt.Accept([]byte(prefix)); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := mt.Mask(v, true, allowed); err != nil {
-			t.Fatal(err)
-		}
-		ban := map[int32]float32{}
-		for i, ok := range allowed {
-			if !ok {
-				ban[int32(i)] = float32(math.Inf(-1))
+		for step := range 3 {
+			if mt.Done() {
+				break
 			}
-		}
-		ref := opts
-		ref.LogitBias = ban
-		want, err := NewSampler(ref, n).SampleAt(logits, nil, uint64(trial))
-		if err != nil {
-			t.Fatal(err)
-		}
-		opts.Grammar = g
-		s := m.NewSampler(opts)
-		if err := s.gram.m.Accept([]byte(prefix)); err != nil {
-			t.Fatal(err)
-		}
-		got, err := s.SampleAt(logits, nil, uint64(trial))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got != want {
-			t.Fatalf("trial %d (%+v, after %q): grammar stage %d, full mask %d", trial, opts, prefix, got, want)
+			if _, err := mt.Mask(v, true, allowed); err != nil {
+				t.Fatal(err)
+			}
+			ban := map[int32]float32{}
+			for i, ok := range allowed {
+				if !ok {
+					ban[int32(i)] = float32(math.Inf(-1))
+				}
+			}
+			ref := opts
+			ref.Grammar, ref.LogitBias = nil, ban
+			pos := uint64(trial*3 + step)
+			want, err := NewSampler(ref, n).SampleAt(logits, nil, pos)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.SampleAt(logits, nil, pos)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != want {
+				t.Fatalf("trial %d step %d (%+v, after %q): grammar stage %d, full mask %d", trial, step, opts, prefix, got, want)
+			}
+			if err := mt.AcceptToken(v, got); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 }
