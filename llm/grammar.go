@@ -112,18 +112,21 @@ func (g *grammarStage) topAllowed(c []candidate, logits []float32, k int) ([]can
 		for i, l := range logits {
 			c[i] = candidate{id: int32(i), logit: l}
 		}
-		top := topK(c, look)
-		kept := top[:0]
-		for _, cand := range top {
-			ok, err := g.m.AllowsToken(g.v, cand.id, g.allowEOG)
-			if err != nil {
-				return nil, err
+		kept, err := g.firstAllowed(topK(c, look), k)
+		if err != nil || len(kept) == k {
+			return kept, err
+		}
+		// Many of the most likely are allowed (inside a string, say): the allowed set is
+		// large and a walk would visit most of the trie, so look further down the order.
+		if wide := 16*k + 1024; len(kept)*8 >= look && wide < n/2 {
+			for i, l := range logits {
+				c[i] = candidate{id: int32(i), logit: l}
 			}
-			if ok {
-				kept = append(kept, cand)
-				if len(kept) == k {
-					return kept, nil
-				}
+			top := c[:wide]
+			selectFirst(c, wide)
+			sortDesc(top)
+			if kept, err = g.firstAllowed(top, k); err != nil || len(kept) == k {
+				return kept, err
 			}
 		}
 	}
@@ -148,4 +151,69 @@ func selectTop(c []candidate, logits []float32, ids []int32, k int) []candidate 
 	}
 	sortDesc(kept)
 	return kept
+}
+
+// firstAllowed keeps, in order and in top's memory, the first k candidates of top the grammar
+// allows (fewer if there are not k).
+func (g *grammarStage) firstAllowed(top []candidate, k int) ([]candidate, error) {
+	kept := top[:0]
+	for _, cand := range top {
+		ok, err := g.m.AllowsToken(g.v, cand.id, g.allowEOG)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			kept = append(kept, cand)
+			if len(kept) == k {
+				break
+			}
+		}
+	}
+	return kept, nil
+}
+
+// before is the sampler's total order: larger logit first, then lower id.
+func before(a, b candidate) bool {
+	return a.logit > b.logit || a.logit == b.logit && a.id < b.id
+}
+
+// selectFirst moves the m first candidates in the order of before to c[:m] (unsorted), in
+// expected linear time (quickselect with median-of-three pivots).
+func selectFirst(c []candidate, m int) {
+	lo, hi := 0, len(c)-1
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if before(c[mid], c[lo]) {
+			c[mid], c[lo] = c[lo], c[mid]
+		}
+		if before(c[hi], c[lo]) {
+			c[hi], c[lo] = c[lo], c[hi]
+		}
+		if before(c[hi], c[mid]) {
+			c[hi], c[mid] = c[mid], c[hi]
+		}
+		pivot := c[mid]
+		i, j := lo, hi
+		for i <= j {
+			for before(c[i], pivot) {
+				i++
+			}
+			for before(pivot, c[j]) {
+				j--
+			}
+			if i <= j {
+				c[i], c[j] = c[j], c[i]
+				i++
+				j--
+			}
+		}
+		switch {
+		case m-1 <= j:
+			hi = j
+		case m-1 >= i:
+			lo = i
+		default:
+			return
+		}
+	}
 }

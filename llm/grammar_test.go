@@ -186,3 +186,100 @@ func TestGrammarEqualsFullMask(t *testing.T) {
 		}
 	}
 }
+
+// selectFirst puts exactly the m first candidates of the sampler's order (logit, then id) in
+// front, ties included.
+func TestSelectFirst(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for trial := range 300 {
+		n := 1 + rng.IntN(3000)
+		c := make([]candidate, n)
+		for i := range c {
+			c[i] = candidate{id: int32(i), logit: float32(rng.IntN(1 + trial%50))} // many ties
+		}
+		want := append([]candidate(nil), c...)
+		sortDesc(want)
+		m := 1 + rng.IntN(n)
+		selectFirst(c, m)
+		got := append([]candidate(nil), c[:m]...)
+		sortDesc(got)
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("n %d m %d: position %d is %+v, want %+v", n, m, i, got[i], want[i])
+			}
+		}
+	}
+}
+
+// The second look further down the order (when many of the most likely tokens are allowed
+// but not k of them) gives the top k of the allowed tokens, as the full mask does.
+func TestGrammarWideLook(t *testing.T) {
+	m := loadFixtureModel(t, "gpt2-tiny-f16.gguf", Options{Threads: 2})
+	v := m.grammarVocab()
+	g, err := grammar.Parse(`root ::= [a-z]+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := v.Size()
+	allowed := make([]bool, n)
+	if _, err := g.NewMatcher().Mask(v, false, allowed); err != nil {
+		t.Fatal(err)
+	}
+	var yes, no []int32
+	for id, ok := range allowed {
+		if ok {
+			yes = append(yes, int32(id))
+		} else {
+			no = append(no, int32(id))
+		}
+	}
+	// Ranks 0-223: 30 allowed among refused ones; below: one allowed in ten.
+	logits := make([]float32, n)
+	for i := range logits {
+		logits[i] = -100
+	}
+	rank := float32(1e4)
+	put := func(id int32) { logits[id] = rank; rank-- }
+	for i := range 224 {
+		if i%7 == 3 && len(yes) > 0 && i/7 < 30 {
+			put(yes[0])
+			yes = yes[1:]
+		} else {
+			put(no[0])
+			no = no[1:]
+		}
+	}
+	for i := range 2000 {
+		if i%10 == 0 {
+			put(yes[0])
+			yes = yes[1:]
+		} else {
+			put(no[0])
+			no = no[1:]
+		}
+	}
+	const k = 40
+	stage := &grammarStage{m: g.NewMatcher(), v: v}
+	got, err := stage.topAllowed(make([]candidate, n), logits, k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]candidate, 0, n)
+	for id, ok := range allowed {
+		if ok {
+			want = append(want, candidate{id: int32(id), logit: logits[id]})
+		}
+	}
+	want = topK(want, k)
+	if len(got) != k {
+		t.Fatalf("%d candidates", len(got))
+	}
+	for i := range got {
+		if got[i].id != want[i].id {
+			t.Fatalf("candidate %d: %d, want %d", i, got[i].id, want[i].id)
+		}
+	}
+	if _, cached := stage.m.CachedAllowed(v, false); cached {
+		t.Error("the wide look walked the trie")
+	}
+}
