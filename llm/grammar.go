@@ -154,10 +154,15 @@ func selectTop(c []candidate, logits []float32, ids []int32, k int) []candidate 
 }
 
 // firstAllowed keeps, in order and in top's memory, the first k candidates of top the grammar
-// allows (fewer if there are not k).
+// allows (fewer if there are not k). It gives up early, with what it has, when fewer than one
+// in eight of the first 32 are allowed: there the allowed set is small and walking the trie
+// costs less than checking the rest one by one.
 func (g *grammarStage) firstAllowed(top []candidate, k int) ([]candidate, error) {
 	kept := top[:0]
-	for _, cand := range top {
+	for i, cand := range top {
+		if i == 32 && len(kept) < 4 && k > len(kept) {
+			break
+		}
 		ok, err := g.m.AllowsToken(g.v, cand.id, g.allowEOG)
 		if err != nil {
 			return nil, err
