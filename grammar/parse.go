@@ -47,7 +47,9 @@ type parser struct {
 // alternatives separated by `|`, sequences of literals ("..." with escapes \n \t \r \" \\
 // \xNN \uNNNN \UNNNNNNNN), character classes ([a-z], [^"\\]), `.` (any character), rule
 // names, groups ( ... ), repetitions `*` `+` `?` `{m}` `{m,}` `{m,n}`, comments from `#` to
-// the end of the line. A `root` rule is required. Errors name the line and column.
+// the end of the line. Newlines may follow "::=" and "|", come inside parentheses, and
+// precede a "|" that continues a rule's alternatives. A `root` rule is required. Errors name
+// the line and column.
 func Parse(src string) (*Grammar, error) {
 	if !utf8.ValidString(src) {
 		return nil, &SyntaxError{Msg: "the grammar is not valid UTF-8"}
