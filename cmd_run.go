@@ -65,6 +65,7 @@ type runFlags struct {
 	promptCache                    string
 	log                            logFlags
 	info                           io.Writer // informational lines: stderr, unless --log-disable
+	gram                           grammarFlags
 }
 
 func (f *runFlags) register(fs *flag.FlagSet) {
@@ -118,6 +119,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.promptCache, "prompt-cache", "", "keep the prompt's evaluated state in `FILE`: reuse what it holds of the prompt, save it after the prompt (not with -i, -cnv)")
 	f.log.register(fs)
 	f.mf.chat.register(fs)
+	f.gram.register(fs)
 }
 
 // parse reads the command line. Besides -m and -p, the model and the prompt may be
@@ -252,6 +254,10 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	gram, err := f.gram.compile(fs, stderr)
+	if err != nil {
+		return err
+	}
 	info, closeLog, err := f.log.open(stderr)
 	if err != nil {
 		return err
@@ -282,6 +288,7 @@ func cmdRun(args []string, stdout, stderr io.Writer) error {
 	if f.verbosePrompt || f.log.verbose {
 		g.verbose = info
 	}
+	g.opts.Sample.Grammar = gram // each answer (each generation between context shifts) starts at the root
 	if f.interactiveMode() {
 		return runInteractive(g, &f, text, os.Stdin, stdout, stderr)
 	}

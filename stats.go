@@ -52,6 +52,8 @@ func stopReason(st llm.Stats, nPredict, nctx int) string {
 	switch st.Stop {
 	case llm.StopEOS:
 		return "eos (end of text)"
+	case llm.StopGrammar:
+		return "grammar (the text is complete)"
 	case llm.StopLength:
 		return fmt.Sprintf("n_predict (-n %d tokens)", nPredict)
 	case llm.StopString:

@@ -68,6 +68,7 @@ const (
 	StopCaller      StopReason = "caller"       // the callback returned an error or the loop broke
 	StopClosed      StopReason = "closed"       // the model was closed
 	StopError       StopReason = "error"        // a computation failed
+	StopGrammar     StopReason = "grammar"      // the grammar was complete and allowed nothing more
 )
 
 // Piece is one generated token and the text it completes.
@@ -190,6 +191,9 @@ func (s *Session) generate(ctx context.Context, prompt string, opts GenerateOpti
 	keep := len(s.tokens)
 	s.tokens = append(s.tokens, ids...)
 	sampler := NewSampler(opts.Sample, s.m.arch.Hparams().NVocab)
+	if opts.Sample.Grammar != nil {
+		sampler.useGrammar(s.m.grammarVocab(), !opts.IgnoreEOS)
+	}
 	st.Seed = sampler.Seed()
 	stops := stopstr.Matcher{Stops: opts.Stop}
 	start := time.Now()
@@ -236,6 +240,10 @@ func (s *Session) generate(ctx context.Context, prompt string, opts GenerateOpti
 			finish(StopCancelled)
 			return st, cancelled(err)
 		}
+		if !first && sampler.grammarDone() {
+			st.Stop = StopGrammar // stopped before evaluating a token only EOS could follow
+			break
+		}
 		if maxTokens >= 0 && st.Tokens >= maxTokens {
 			break
 		}
@@ -270,6 +278,10 @@ func (s *Session) generate(ctx context.Context, prompt string, opts GenerateOpti
 			first = false
 			s.m.batch.join()
 			joined = true
+			if sampler.grammarDone() { // a grammar that matches only the empty text
+				st.Stop = StopGrammar
+				break
+			}
 		}
 		next, err := sampler.SampleAt(logits, s.tokens, uint64(len(s.tokens)))
 		if err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/gorun-dev/gorun/chat"
 	"github.com/gorun-dev/gorun/cpu"
 	"github.com/gorun-dev/gorun/gguf"
+	"github.com/gorun-dev/gorun/grammar"
 	"github.com/gorun-dev/gorun/graph"
 	"github.com/gorun-dev/gorun/internal/osutil"
 	"github.com/gorun-dev/gorun/models"
@@ -84,6 +85,9 @@ type Model struct {
 	chatOnce     sync.Once      // compiles the template on first use
 	chat         *chat.Template // ChatTemplate's result
 	chatErr      error
+
+	gvOnce sync.Once      // builds gv on the first grammar-constrained generation
+	gv     *grammar.Vocab // the token texts as a trie, for grammar masks
 }
 
 // Load maps a GGUF file and prepares its model. Errors name what is wrong with the file.

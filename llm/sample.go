@@ -6,6 +6,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+
+	"github.com/gorun-dev/gorun/grammar"
 )
 
 // SampleOptions choose how the next token is picked from the logits. The sampler is a chain,
@@ -50,6 +52,15 @@ type SampleOptions struct {
 	// LogitBias is added to the logits of its tokens before every other step; -Inf bans a token.
 	// Token ids must be in the vocabulary; NaN and +Inf are rejected.
 	LogitBias map[int32]float32
+	// Grammar, when set, constrains the text to a grammar (grammar.Parse for GBNF,
+	// grammar.CompileJSONSchema for a JSON schema): tokens whose text the grammar refuses are
+	// removed from the candidates before top-k, as llama.cpp applies the grammar before the
+	// other filters, and end-of-generation tokens are allowed only where the text is a
+	// complete match. Each Generate call starts at the grammar's root: it constrains the text
+	// that call generates (the prompt and earlier calls' text are not matched). A Grammar is
+	// immutable and may be shared by concurrent generations. NewSampler ignores it (a grammar
+	// needs the vocabulary's token texts): Model.NewSampler applies it.
+	Grammar *grammar.Grammar
 	// Seed makes sampling reproducible; 0 is a seed like any other. RandomSeed: a random seed,
 	// drawn per Generate call and reported in Stats.Seed (give it back to reproduce the text).
 	// The draw for the token at context position p depends only on (Seed, p), so generating
@@ -143,6 +154,7 @@ type candidate struct {
 // modify the logits it is given.
 type Sampler struct {
 	opts   SampleOptions
+	gram   *grammarStage // nil without a grammar
 	cand   []candidate
 	work   []float32 // the logits after the bias and the penalties
 	counts []int32   // occurrences per token, for the frequency and presence penalties
@@ -194,6 +206,9 @@ func (s *Sampler) SampleAt(logits []float32, recent []int32, pos uint64) (int32,
 	if err != nil {
 		return -1, err
 	}
+	if s.gram != nil {
+		return s.gram.sample(s, logits, pos)
+	}
 	o := &s.opts
 	if o.Temperature <= 0 {
 		best := argmax(logits)
@@ -211,6 +226,13 @@ func (s *Sampler) SampleAt(logits []float32, recent []int32, pos uint64) (int32,
 	} else {
 		sortDesc(c)
 	}
+	return s.draw(c, pos)
+}
+
+// draw is the chain after top-k: top-p, min-p, temperature and the seeded draw, over
+// candidates sorted by logit, most likely first.
+func (s *Sampler) draw(c []candidate, pos uint64) (int32, error) {
+	o := &s.opts
 	if math.IsInf(float64(c[0].logit), -1) {
 		return -1, errAllBanned
 	}

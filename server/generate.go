@@ -135,7 +135,7 @@ func libError(err error) *apiError {
 // finishReason is OpenAI's name for why a choice ended.
 func finishReason(st llm.Stats) string {
 	switch st.Stop {
-	case llm.StopEOS, llm.StopString:
+	case llm.StopEOS, llm.StopString, llm.StopGrammar:
 		return "stop"
 	}
 	return "length"

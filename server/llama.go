@@ -252,7 +252,7 @@ func (s *Server) llamaCompletion(w http.ResponseWriter, r *http.Request) {
 		res.Tokens = []int32{}
 	}
 	switch st.Stop {
-	case llm.StopEOS:
+	case llm.StopEOS, llm.StopGrammar: // llama-server ends a completed grammar with its EOS
 		res.StopType = "eos"
 	case llm.StopString:
 		res.StopType = "word"

@@ -276,17 +276,16 @@ func completionChunk(resp *completionResponse, index int, text string, lp *compl
 
 // chatRequest is OpenAI's POST /v1/chat/completions body.
 type chatRequest struct {
-	Model               string          `json:"model"`
-	Messages            []chatMessage   `json:"messages"`
-	MaxTokens           *int            `json:"max_tokens"`
-	MaxCompletionTokens *int            `json:"max_completion_tokens"`
-	N                   *int            `json:"n"`
-	Stream              bool            `json:"stream"`
-	StreamOptions       *streamOptions  `json:"stream_options"`
-	Logprobs            *bool           `json:"logprobs"`
-	TopLogprobs         *int            `json:"top_logprobs"`
-	User                string          `json:"user"`
-	ResponseFormat      json.RawMessage `json:"response_format"`
+	Model               string         `json:"model"`
+	Messages            []chatMessage  `json:"messages"`
+	MaxTokens           *int           `json:"max_tokens"`
+	MaxCompletionTokens *int           `json:"max_completion_tokens"`
+	N                   *int           `json:"n"`
+	Stream              bool           `json:"stream"`
+	StreamOptions       *streamOptions `json:"stream_options"`
+	Logprobs            *bool          `json:"logprobs"`
+	TopLogprobs         *int           `json:"top_logprobs"`
+	User                string         `json:"user"`
 	// Tools are function definitions the template shows the model (its tools variable).
 	Tools []json.RawMessage `json:"tools"`
 	// ChatTemplateKwargs are extra template variables (llama-server's chat_template_kwargs:
@@ -647,14 +646,6 @@ func chatChecks(req *chatRequest) *apiError {
 		return badRequest("top_logprobs", "top_logprobs needs logprobs: true")
 	case req.StreamOptions != nil && !req.Stream:
 		return badRequest("stream_options", "stream_options is only allowed with stream: true")
-	}
-	if rf := bytes.TrimSpace(req.ResponseFormat); len(rf) > 0 && string(rf) != "null" {
-		var f struct {
-			Type string `json:"type"`
-		}
-		if json.Unmarshal(rf, &f) != nil || f.Type != "text" {
-			return badRequest("response_format", "only response_format {\"type\": \"text\"} is supported")
-		}
 	}
 	return nil
 }

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"math"
 	"net/http"
+	"sync"
 
+	"github.com/gorun-dev/gorun/grammar"
 	"github.com/gorun-dev/gorun/llm"
 )
 
@@ -27,6 +29,11 @@ type sampling struct {
 	// CachePrompt false makes the request evaluate its whole prompt instead of reusing the
 	// prefix its slot's cache holds (llama-server's cache_prompt; default true).
 	CachePrompt *bool `json:"cache_prompt"`
+	// Constrained output: OpenAI's response_format, and llama-server's grammar (GBNF) and
+	// json_schema; at most one of them.
+	ResponseFormat json.RawMessage `json:"response_format"`
+	Grammar        *string         `json:"grammar"`
+	JSONSchema     json.RawMessage `json:"json_schema"`
 }
 
 // reusePrefix reports whether the request may reuse its slot's cached prefix.
@@ -43,6 +50,9 @@ const maxStops = 16
 func (p *sampling) options(maxTokens, vocab int) (llm.GenerateOptions, *apiError) {
 	o, e := p.libOptions(maxTokens)
 	if e != nil {
+		return o, e
+	}
+	if o.Sample.Grammar, e = p.grammar(); e != nil {
 		return o, e
 	}
 	return o, p.penaltiesAndBias(&o.Sample, vocab)
@@ -313,4 +323,85 @@ func promptTooLong(n, ctx int) string {
 func itoa(n int) string {
 	b, _ := json.Marshal(n)
 	return string(b)
+}
+
+// isNull reports whether a raw field is absent or null.
+func isNull(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) == 0 || string(raw) == "null"
+}
+
+// jsonObjectGrammar is response_format json_object's grammar, compiled once.
+var jsonObjectGrammar = sync.OnceValues(func() (*grammar.Grammar, error) {
+	return grammar.Parse(grammar.JSONGrammar())
+})
+
+// grammar compiles the request's constraint: response_format {"type": "json_object"} (any
+// JSON object, or llama-server's {"type": "json_object", "schema": {...}}),
+// {"type": "json_schema", "json_schema": {"schema": {...}}}, grammar (GBNF text) or
+// json_schema (a schema). None: nil. A bad one is a 400 naming the field and the problem.
+func (p *sampling) grammar() (*grammar.Grammar, *apiError) {
+	given := 0
+	for _, set := range []bool{!isNull(p.ResponseFormat), p.Grammar != nil, !isNull(p.JSONSchema)} {
+		if set {
+			given++
+		}
+	}
+	if given > 1 {
+		return nil, badRequest("grammar", "response_format, grammar and json_schema exclude each other: give one")
+	}
+	switch {
+	case p.Grammar != nil:
+		g, err := grammar.Parse(*p.Grammar)
+		if err != nil {
+			return nil, badRequest("grammar", "grammar: %v", err)
+		}
+		return g, nil
+	case !isNull(p.JSONSchema):
+		return compileSchema("json_schema", p.JSONSchema)
+	case !isNull(p.ResponseFormat):
+		return responseFormat(p.ResponseFormat)
+	}
+	return nil, nil
+}
+
+func compileSchema(param string, schema json.RawMessage) (*grammar.Grammar, *apiError) {
+	g, err := grammar.CompileJSONSchema(schema)
+	if err != nil {
+		return nil, badRequest(param, "%s: %v", param, err)
+	}
+	return g, nil
+}
+
+// responseFormat reads OpenAI's response_format.
+func responseFormat(raw json.RawMessage) (*grammar.Grammar, *apiError) {
+	var f struct {
+		Type       string          `json:"type"`
+		Schema     json.RawMessage `json:"schema"` // llama-server's json_object with a schema
+		JSONSchema *struct {
+			Schema json.RawMessage `json:"schema"`
+		} `json:"json_schema"`
+	}
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return nil, badRequest("response_format", "response_format must be an object such as {\"type\": \"json_object\"}")
+	}
+	switch f.Type {
+	case "text":
+		return nil, nil
+	case "json_object":
+		if !isNull(f.Schema) {
+			return compileSchema("response_format.schema", f.Schema)
+		}
+		g, err := jsonObjectGrammar()
+		if err != nil {
+			return nil, &apiError{Status: http.StatusInternalServerError, Message: err.Error(), Type: "server_error"}
+		}
+		return g, nil
+	case "json_schema":
+		if f.JSONSchema == nil || isNull(f.JSONSchema.Schema) {
+			return nil, badRequest("response_format", "response_format json_schema needs json_schema.schema")
+		}
+		return compileSchema("response_format.json_schema.schema", f.JSONSchema.Schema)
+	}
+	return nil, badRequest("response_format", "response_format type %s is not one of text, json_object, json_schema", quote(f.Type))
 }

@@ -1,0 +1,224 @@
+package llm
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/gorun-dev/gorun/grammar"
+)
+
+// ErrGrammarBlocked: the grammar allows no token of the vocabulary here (it needs a
+// character no token begins with, or it is complete and end-of-generation tokens are
+// ignored).
+var ErrGrammarBlocked = fmt.Errorf("%w: the grammar allows no token of the vocabulary at this point", ErrInvalidOption)
+
+// grammarStage is the grammar's link of the sampler chain: it removes the tokens the grammar
+// refuses before top-k and advances the grammar over the chosen token.
+type grammarStage struct {
+	m        *grammar.Matcher
+	v        *grammar.Vocab
+	allowEOG bool
+}
+
+// grammarVocab is the vocabulary's token texts as a grammar.Vocab, built on first use.
+func (m *Model) grammarVocab() *grammar.Vocab {
+	m.gvOnce.Do(func() {
+		n := m.tok.VocabSize()
+		tokens := make([][]byte, n)
+		var eog []int32
+		for id := range int32(n) {
+			tokens[id] = m.tok.TokenBytes(id)
+			if m.tok.IsEOG(id) {
+				eog = append(eog, id)
+			}
+		}
+		m.gv = grammar.NewVocab(tokens, eog)
+	})
+	return m.gv
+}
+
+// NewSampler makes a sampler for the model's vocabulary that applies every option,
+// SampleOptions.Grammar included (end-of-generation tokens allowed where the grammar may end).
+func (m *Model) NewSampler(opts SampleOptions) *Sampler {
+	s := NewSampler(opts, m.arch.Hparams().NVocab)
+	if opts.Grammar != nil {
+		s.useGrammar(m.grammarVocab(), true)
+	}
+	return s
+}
+
+// useGrammar makes the sampler apply opts.Grammar over the vocabulary v; allowEOG false bans
+// end-of-generation tokens (IgnoreEOS).
+func (s *Sampler) useGrammar(v *grammar.Vocab, allowEOG bool) {
+	s.gram = &grammarStage{m: s.opts.Grammar.NewMatcher(), v: v, allowEOG: allowEOG}
+}
+
+// grammarDone reports whether the grammar is complete and allows nothing more.
+func (s *Sampler) grammarDone() bool { return s.gram != nil && s.gram.m.Done() }
+
+// sample is the chain with the grammar first: the candidates are the k most likely tokens
+// the grammar allows (k is 1 for greedy decoding, TopK, or all), then top-p, min-p,
+// temperature and the draw as without a grammar. It equals masking every refused token
+// first, but checks tokens one by one from the most likely down, and walks the whole
+// vocabulary (the trie) only when the most likely tokens are mostly refused.
+func (g *grammarStage) sample(s *Sampler, logits []float32, pos uint64) (int32, error) {
+	o := &s.opts
+	k := len(logits)
+	switch {
+	case o.Temperature <= 0:
+		k = 1
+	case o.TopK > 0 && o.TopK < k:
+		k = o.TopK
+	}
+	c, err := g.topAllowed(s.cand[:len(logits)], logits, k)
+	if err != nil {
+		return -1, err
+	}
+	if len(c) == 0 {
+		return -1, ErrGrammarBlocked
+	}
+	var next int32
+	if o.Temperature <= 0 {
+		if math.IsInf(float64(c[0].logit), -1) {
+			return -1, errAllBanned
+		}
+		next = c[0].id
+	} else if next, err = s.draw(c, pos); err != nil {
+		return -1, err
+	}
+	if err := g.m.AcceptToken(g.v, next); err != nil {
+		return -1, err
+	}
+	return next, nil
+}
+
+// topAllowed returns, sorted most likely first, the k most likely tokens the grammar allows
+// (fewer when fewer are allowed), in c's memory. Three ways, all exact:
+//   - the state's allowed tokens are known (computed at a recent step in the same state):
+//     choose among them;
+//   - the first k allowed among the 4k+64 most likely tokens are the first k allowed of all
+//     (the order is total: by logit, then id); inside a JSON string they are found there;
+//   - otherwise a walk of the vocabulary's trie lists the allowed tokens (cheap where few
+//     are allowed, which is where the most likely ones are refused).
+func (g *grammarStage) topAllowed(c []candidate, logits []float32, k int) ([]candidate, error) {
+	n := len(logits)
+	if n != g.v.Size() {
+		return nil, fmt.Errorf("%w: %d logits for a grammar over %d tokens", ErrInvalidOption, n, g.v.Size())
+	}
+	if ids, ok := g.m.CachedAllowed(g.v, g.allowEOG); ok {
+		return selectTop(c, logits, ids, k), nil
+	}
+	if look := 4*k + 64; look < n/2 {
+		for i, l := range logits {
+			c[i] = candidate{id: int32(i), logit: l}
+		}
+		kept, err := g.firstAllowed(topK(c, look), k)
+		if err != nil || len(kept) == k {
+			return kept, err
+		}
+		// Many of the most likely are allowed (inside a string, say): the allowed set is
+		// large and a walk would visit most of the trie, so look further down the order.
+		if wide := 16*k + 1024; len(kept)*8 >= look && wide < n/2 {
+			for i, l := range logits {
+				c[i] = candidate{id: int32(i), logit: l}
+			}
+			top := c[:wide]
+			selectFirst(c, wide)
+			sortDesc(top)
+			if kept, err = g.firstAllowed(top, k); err != nil || len(kept) == k {
+				return kept, err
+			}
+		}
+	}
+	ids, err := g.m.Allowed(g.v, g.allowEOG)
+	if err != nil {
+		return nil, err
+	}
+	return selectTop(c, logits, ids, k), nil
+}
+
+// selectTop returns the k most likely of the tokens ids (ascending), sorted, in c's memory.
+func selectTop(c []candidate, logits []float32, ids []int32, k int) []candidate {
+	kept := c[:len(ids)]
+	for i, id := range ids {
+		kept[i] = candidate{id: id, logit: logits[id]}
+	}
+	if len(kept) == 0 {
+		return kept
+	}
+	if k < len(kept) {
+		return topK(kept, k)
+	}
+	sortDesc(kept)
+	return kept
+}
+
+// firstAllowed keeps, in order and in top's memory, the first k candidates of top the grammar
+// allows (fewer if there are not k). It gives up early, with what it has, when fewer than one
+// in eight of the first 32 are allowed: there the allowed set is small and walking the trie
+// costs less than checking the rest one by one.
+func (g *grammarStage) firstAllowed(top []candidate, k int) ([]candidate, error) {
+	kept := top[:0]
+	for i, cand := range top {
+		if i == 32 && len(kept) < 4 && k > len(kept) {
+			break
+		}
+		ok, err := g.m.AllowsToken(g.v, cand.id, g.allowEOG)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			kept = append(kept, cand)
+			if len(kept) == k {
+				break
+			}
+		}
+	}
+	return kept, nil
+}
+
+// before is the sampler's total order: larger logit first, then lower id.
+func before(a, b candidate) bool {
+	return a.logit > b.logit || a.logit == b.logit && a.id < b.id
+}
+
+// selectFirst moves the m first candidates in the order of before to c[:m] (unsorted), in
+// expected linear time (quickselect with median-of-three pivots).
+func selectFirst(c []candidate, m int) {
+	lo, hi := 0, len(c)-1
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if before(c[mid], c[lo]) {
+			c[mid], c[lo] = c[lo], c[mid]
+		}
+		if before(c[hi], c[lo]) {
+			c[hi], c[lo] = c[lo], c[hi]
+		}
+		if before(c[hi], c[mid]) {
+			c[hi], c[mid] = c[mid], c[hi]
+		}
+		pivot := c[mid]
+		i, j := lo, hi
+		for i <= j {
+			for before(c[i], pivot) {
+				i++
+			}
+			for before(pivot, c[j]) {
+				j--
+			}
+			if i <= j {
+				c[i], c[j] = c[j], c[i]
+				i++
+				j--
+			}
+		}
+		switch {
+		case m-1 <= j:
+			hi = j
+		case m-1 >= i:
+			lo = i
+		default:
+			return
+		}
+	}
+}
