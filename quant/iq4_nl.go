@@ -32,7 +32,9 @@ func IQ4Levels() [16]float32 { return iq4Levels }
 func IQ4Values() [16]int8 { return kvaluesIQ4NL }
 
 // bestIndexIQ4 is ggml's best_index_int8 over the IQ4 levels: the index of the level nearest
-// x (the upper one on a tie), by bisection.
+// x (the upper one on a tie). ggml bisects to the largest level ml <= x and then compares x
+// with ml's and the next level's distances; the levels are integers, so ml is the largest level
+// <= floor(x), read from a table, and the final comparison is ggml's own.
 func bestIndexIQ4(x float32) uint8 {
 	if x <= iq4Levels[0] {
 		return 0
@@ -40,20 +42,28 @@ func bestIndexIQ4(x float32) uint8 {
 	if x >= iq4Levels[15] {
 		return 15
 	}
-	ml, mu := 0, 15
-	for mu-ml > 1 {
-		mav := (ml + mu) / 2
-		if x < iq4Levels[mav] {
-			mu = mav
-		} else {
-			ml = mav
+	f := int(x) // floor(x): x is in (-127, 113)
+	if float32(f) > x {
+		f--
+	}
+	ml := iq4Floor[f-int(kvaluesIQ4NL[0])]
+	if x-iq4Levels[ml] < iq4Levels[ml+1]-x {
+		return ml
+	}
+	return ml + 1
+}
+
+// iq4Floor[i] is the index of the largest level <= i-127, for i-127 in -127..112.
+var iq4Floor = func() (t [240]uint8) {
+	for i := range t {
+		for k, v := range kvaluesIQ4NL {
+			if int(v) <= i+int(kvaluesIQ4NL[0]) {
+				t[i] = uint8(k)
+			}
 		}
 	}
-	if x-iq4Levels[mu-1] < iq4Levels[mu]-x {
-		return uint8(mu - 1)
-	}
-	return uint8(mu)
-}
+	return
+}()
 
 // iq4Blocks is the output of iq4Quantize: the half scale, the packed indices and, for a
 // super-block of several 32-value blocks (IQ4_XS), the 6-bit block scales' high bits (2 per

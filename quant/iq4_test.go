@@ -107,3 +107,52 @@ func TestBestIndexIQ4(t *testing.T) {
 		}
 	}
 }
+
+// bestIndexBisect is ggml's best_index_int8 as written (bisection), for comparison.
+func bestIndexBisect(x float32) uint8 {
+	if x <= iq4Levels[0] {
+		return 0
+	}
+	if x >= iq4Levels[15] {
+		return 15
+	}
+	ml, mu := 0, 15
+	for mu-ml > 1 {
+		mav := (ml + mu) / 2
+		if x < iq4Levels[mav] {
+			mu = mav
+		} else {
+			ml = mav
+		}
+	}
+	if x-iq4Levels[mu-1] < iq4Levels[mu]-x {
+		return uint8(mu - 1)
+	}
+	return uint8(mu)
+}
+
+// The table lookup picks what ggml's bisection picks: at and next to every level and midpoint
+// (each ± a few ulps), and at random points.
+func TestBestIndexIQ4MatchesBisection(t *testing.T) {
+	var xs []float32
+	for k := range iq4Levels {
+		xs = append(xs, iq4Levels[k])
+		if k > 0 {
+			xs = append(xs, (iq4Levels[k-1]+iq4Levels[k])/2)
+		}
+	}
+	for _, x := range append([]float32(nil), xs...) {
+		for _, d := range []float32{1e-6, 1e-5, 0.25, 0.5, 0.75, 1} {
+			xs = append(xs, x+d, x-d, x*(1+d), x*(1-d))
+		}
+	}
+	s := splitMix(7)
+	for i := 0; i < 200000; i++ {
+		xs = append(xs, float32(300*s.uniform()-150))
+	}
+	for _, x := range xs {
+		if a, b := bestIndexIQ4(x), bestIndexBisect(x); a != b {
+			t.Fatalf("x = %v: table %d, bisection %d", x, a, b)
+		}
+	}
+}
