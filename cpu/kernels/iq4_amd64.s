@@ -3,132 +3,179 @@
 #include "textflag.h"
 #include "macros_amd64.h"
 
-// IQ4_NL and IQ4_XS (iq4_amd64.go). Both formats are 32-value blocks of 16 index bytes (value j
-// in the low nibble of byte j, value j+16 in the high nibble) with one float32 scale per
-// block, made by the Go wrapper exactly as quant's dequantizer makes it (IQ4_NL: the half d;
-// IQ4_XS: d*(ls-32)) and stored in sc. The blocks come in groups of nsub (IQ4_NL 1, IQ4_XS 8)
-// whose index bytes are contiguous, gstride bytes from one group to the next; w points at the
-// first group's first index byte. Each value is the block's scale times the level its index
-// picks from the 16-entry table, the same float32 product as the dequantizer's, so the kernels
-// are bit-exact; the fused ones feed it to the 16-lane accumulators in element order (see
-// matvec_amd64.s), which they load from and store back to acc (row r's 16 lanes at 16r) so
-// that a row can be processed a chunk at a time; the wrapper reduces them.
+// IQ4_NL and IQ4_XS (iq4_amd64.go). Both store 32-value blocks of 16 index bytes (value j in
+// the low nibble of byte j, value j+16 in the high nibble), each value the block's float32
+// scale times the level its index picks from the 16-entry table: IQ4_NL's scale is its half d
+// (read through quant's half-to-float table, tab), IQ4_XS's is d*float32(ls-32) for the
+// block's 6-bit code ls (XSSCALES). The kernels form the same float32 product as quant's
+// dequantizer, so they are bit-exact; the fused ones feed each value to its row's 16 lanes in
+// element order (see matvec_amd64.s), bit-identical to the tile path. Rows at DI, R8, R9, R10,
+// x at SI.
+
+// XSSCALES(p, SC): the 8 block scales of the IQ4_XS super-block at p (d | scales_h u16 |
+// scales_l [4]byte) as float32 at SC(SP): ls = (scales_l >> 4ib & 15) | (scales_h >> 2ib & 3)
+// << 4 by variable shifts of the broadcast fields, converted exactly and times d. R13 points at
+// xsConsts (shifts 4ib, shifts 2ib, 15, 3, 32 in 8 lanes each). Uses R11, Y8-Y10.
+#define XSSCALES(p, SC) \
+	MOVWLZX      (p), R11 ; \
+	VBROADCASTSS (DX)(R11*4), Y10 ; \
+	VPBROADCASTD 4(p), Y8 ; \
+	VPSRLVD      (R13), Y8, Y8 ; \
+	VPAND        64(R13), Y8, Y8 ; \
+	MOVWLZX      2(p), R11 ; \
+	VMOVD        R11, X9 ; \
+	VPBROADCASTD X9, Y9 ; \
+	VPSRLVD      32(R13), Y9, Y9 ; \
+	VPAND        96(R13), Y9, Y9 ; \
+	VPSLLD       $4, Y9, Y9 ; \
+	VPOR         Y9, Y8, Y8 ; \
+	VPSUBD       128(R13), Y8, Y8 ; \
+	VCVTDQ2PS    Y8, Y8 ; \
+	VMULPS       Y10, Y8, Y8 ; \
+	VMOVUPS      Y8, SC(SP)
 
 // ---------------------------------------------------------------------------------------
-// AVX-512: the block's 16 values scale*level are made once (Z6 from the float32 table in Z13)
-// and each index picks its value with VPERMPS (which reads the low 4 bits of each lane).
+// AVX-512: the block's 16 values scale*level are made once (Z6, from the float32 levels in
+// Z13) and each index picks its value with VPERMPS (which reads the low 4 bits of each lane).
 
-// IQ4ROW(p, S, acc): the block at (p)(R14) of one row, scale at S(R12), x in Z4/Z5.
-#define IQ4ROW(p, S, acc) \
-	VMULPS.BCST S(R12), Z13, Z6 ; \
-	VPMOVZXBD   (p)(R14*1), Z7 ; \
-	VPSRLD      $4, Z7, Z8 ; \
-	VPERMPS     Z6, Z7, Z7 ; \
-	VPERMPS     Z6, Z8, Z8 ; \
+// NLVALUES(Q, Z): Z6 = the 16 values of the scale in Z, Q the address of the 16 index bytes;
+// indices of values 0-15 in Z7, of 16-31 in Z8, then the values themselves.
+#define NLVALUES(Q) \
+	VPMOVZXBD Q, Z7 ; \
+	VPSRLD    $4, Z7, Z8 ; \
+	VPERMPS   Z6, Z7, Z7 ; \
+	VPERMPS   Z6, Z8, Z8
+
+// XSROW(p, k, S, acc): block k of the row at p's current super-block, scale at S(SP), x of the
+// block in Z4/Z5.
+#define XSROW(p, k, S, acc) \
+	VMULPS.BCST S(SP), Z13, Z6 ; \
+	NLVALUES(8+16*k(p)) ; \
 	VFMADD231PS Z4, Z7, acc ; \
 	VFMADD231PS Z5, Z8, acc
 
-// func matvecIQ4x4AVX512(x *float32, w *byte, ws, ng, nsub, gstride uintptr, sc *float32, acc *[64]float32, base *[16]float32)
-// sc holds the four rows' scales block by block: block s of row r at 4*(4s+r).
-TEXT ·matvecIQ4x4AVX512(SB), NOSPLIT, $0-72
+#define XSBLOCK(k) \
+	VMOVUPS 128*k(SI), Z4 ; \
+	VMOVUPS 128*k+64(SI), Z5 ; \
+	XSROW(DI, k, 4*k, Z0) ; \
+	XSROW(R8, k, 32+4*k, Z1) ; \
+	XSROW(R9, k, 64+4*k, Z2) ; \
+	XSROW(R10, k, 96+4*k, Z3)
+
+// func matvecIQ4XSx4AVX512(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32, base *[16]float32, consts *[40]uint32)
+// nb super-blocks of 256 values; the four rows' scales in the frame at 32r.
+TEXT ·matvecIQ4XSx4AVX512(SB), NOSPLIT, $128-64
 	MOVQ    x+0(FP), SI
 	MOVQ    w+8(FP), DI
 	MOVQ    ws+16(FP), BX
-	MOVQ    ng+24(FP), CX
-	MOVQ    nsub+32(FP), R13
-	MOVQ    gstride+40(FP), DX
-	MOVQ    sc+48(FP), R12
-	MOVQ    acc+56(FP), AX
-	VMOVUPS (AX), Z0
-	VMOVUPS 64(AX), Z1
-	VMOVUPS 128(AX), Z2
-	VMOVUPS 192(AX), Z3
-	MOVQ    base+64(FP), AX
+	MOVQ    nb+24(FP), CX
+	MOVQ    tab+40(FP), DX
+	MOVQ    base+48(FP), AX
 	VMOVUPS (AX), Z13
+	MOVQ    consts+56(FP), R13
 	ROWS4(BX)
+	ZERO4
 	TESTQ   CX, CX
-	JZ      iq4x4done
+	JZ      xsx4done
 
-iq4x4group:
-	XORQ R14, R14
-	MOVQ R13, R11
-
-iq4x4block:
-	VMOVUPS (SI), Z4
-	VMOVUPS 64(SI), Z5
-	IQ4ROW(DI, 0, Z0)
-	IQ4ROW(R8, 4, Z1)
-	IQ4ROW(R9, 8, Z2)
-	IQ4ROW(R10, 12, Z3)
-	ADDQ    $128, SI
-	ADDQ    $16, R12
-	ADDQ    $16, R14
-	DECQ    R11
-	JNZ     iq4x4block
-	ADDQ    DX, DI
-	ADDQ    DX, R8
-	ADDQ    DX, R9
-	ADDQ    DX, R10
+xsx4loop:
+	XSSCALES(DI, 0)
+	XSSCALES(R8, 32)
+	XSSCALES(R9, 64)
+	XSSCALES(R10, 96)
+	XSBLOCK(0)
+	XSBLOCK(1)
+	XSBLOCK(2)
+	XSBLOCK(3)
+	XSBLOCK(4)
+	XSBLOCK(5)
+	XSBLOCK(6)
+	XSBLOCK(7)
+	ADDQ    $1024, SI
+	ADDQ    $136, DI
+	ADDQ    $136, R8
+	ADDQ    $136, R9
+	ADDQ    $136, R10
 	DECQ    CX
-	JNZ     iq4x4group
+	JNZ     xsx4loop
 
-iq4x4done:
-	MOVQ    acc+56(FP), AX
-	VMOVUPS Z0, (AX)
-	VMOVUPS Z1, 64(AX)
-	VMOVUPS Z2, 128(AX)
-	VMOVUPS Z3, 192(AX)
+xsx4done:
+	STORE4(out+32(FP))
 	VZEROUPPER
 	RET
 
-// func dequantIQ4AVX512(dst *float32, w *byte, ng, nsub, gstride uintptr, sc *float32, base *[16]float32)
-// sc holds one scale per block, in order.
-TEXT ·dequantIQ4AVX512(SB), NOSPLIT, $0-56
+// func dequantIQ4NLAVX512(dst *float32, src *byte, nb uintptr, tab *float32, base *[16]float32)
+TEXT ·dequantIQ4NLAVX512(SB), NOSPLIT, $0-40
 	MOVQ    dst+0(FP), DI
-	MOVQ    w+8(FP), SI
-	MOVQ    ng+16(FP), CX
-	MOVQ    nsub+24(FP), R13
-	MOVQ    gstride+32(FP), DX
-	MOVQ    sc+40(FP), R12
-	MOVQ    base+48(FP), AX
+	MOVQ    src+8(FP), SI
+	MOVQ    nb+16(FP), CX
+	MOVQ    tab+24(FP), DX
+	MOVQ    base+32(FP), AX
 	VMOVUPS (AX), Z13
 	TESTQ   CX, CX
-	JZ      dqiq4done
+	JZ      dqnldone
 
-dqiq4group:
-	XORQ R14, R14
-	MOVQ R13, R11
-
-dqiq4block:
-	VMULPS.BCST (R12), Z13, Z6
-	VPMOVZXBD   (SI)(R14*1), Z7
-	VPSRLD      $4, Z7, Z8
-	VPERMPS     Z6, Z7, Z7
-	VPERMPS     Z6, Z8, Z8
+dqnlloop:
+	MOVWLZX     (SI), R11
+	VMULPS.BCST (DX)(R11*4), Z13, Z6
+	NLVALUES(2(SI))
 	VMOVUPS     Z7, (DI)
 	VMOVUPS     Z8, 64(DI)
-	ADDQ        $4, R12
-	ADDQ        $16, R14
+	ADDQ        $18, SI
 	ADDQ        $128, DI
-	DECQ        R11
-	JNZ         dqiq4block
-	ADDQ        DX, SI
 	DECQ        CX
-	JNZ         dqiq4group
+	JNZ         dqnlloop
 
-dqiq4done:
+dqnldone:
+	VZEROUPPER
+	RET
+
+#define DQXSBLOCK(k) \
+	VMULPS.BCST 4*k(SP), Z13, Z6 ; \
+	NLVALUES(8+16*k(SI)) ; \
+	VMOVUPS     Z7, 128*k(DI) ; \
+	VMOVUPS     Z8, 128*k+64(DI)
+
+// func dequantIQ4XSAVX512(dst *float32, src *byte, nb uintptr, tab *float32, base *[16]float32, consts *[40]uint32)
+TEXT ·dequantIQ4XSAVX512(SB), NOSPLIT, $32-48
+	MOVQ    dst+0(FP), DI
+	MOVQ    src+8(FP), SI
+	MOVQ    nb+16(FP), CX
+	MOVQ    tab+24(FP), DX
+	MOVQ    base+32(FP), AX
+	VMOVUPS (AX), Z13
+	MOVQ    consts+40(FP), R13
+	TESTQ   CX, CX
+	JZ      dqxsdone
+
+dqxsloop:
+	XSSCALES(SI, 0)
+	DQXSBLOCK(0)
+	DQXSBLOCK(1)
+	DQXSBLOCK(2)
+	DQXSBLOCK(3)
+	DQXSBLOCK(4)
+	DQXSBLOCK(5)
+	DQXSBLOCK(6)
+	DQXSBLOCK(7)
+	ADDQ $136, SI
+	ADDQ $1024, DI
+	DECQ CX
+	JNZ  dqxsloop
+
+dqxsdone:
 	VZEROUPPER
 	RET
 
 // ---------------------------------------------------------------------------------------
 // AVX2: the indices pick their levels as bytes with VPSHUFB from the int8 table in X14 (X15 =
 // 0x0f in every byte; the word shift's spill into the low nibble is masked off), which are
-// widened 8 at a time, converted exactly and multiplied by the block's scale.
+// widened 8 at a time, converted exactly and multiplied by the block's scale (Y11).
 
-// IQ4LEVELS(p): the 32 levels of the block at (p)(R14) as int32, values 0-7 in Y8, 8-15 in
-// Y9, 16-23 in Y10, 24-31 in Y12 (uses X12, X13).
-#define IQ4LEVELS(p) \
-	VMOVDQU   (p)(R14*1), X12 ; \
+// LEVELS(Q): the 32 levels of the index bytes at Q as float32: values 0-7 in Y8, 8-15 in Y9,
+// 16-23 in Y10, 24-31 in Y12 (uses X12, X13).
+#define LEVELS(Q) \
+	VMOVDQU   Q, X12 ; \
 	VPAND     X15, X12, X13 ; \
 	VPSRLW    $4, X12, X12 ; \
 	VPAND     X15, X12, X12 ; \
@@ -143,119 +190,181 @@ dqiq4done:
 	VCVTDQ2PS Y8, Y8 ; \
 	VCVTDQ2PS Y9, Y9 ; \
 	VCVTDQ2PS Y10, Y10 ; \
-	VCVTDQ2PS Y12, Y12
+	VCVTDQ2PS Y12, Y12 ; \
+	VMULPS    Y11, Y8, Y8 ; \
+	VMULPS    Y11, Y9, Y9 ; \
+	VMULPS    Y11, Y10, Y10 ; \
+	VMULPS    Y11, Y12, Y12
 
-// IQ4SCALE(S): the levels of IQ4LEVELS times the scale at S(R12) (uses Y11).
-#define IQ4SCALE(S) \
-	VBROADCASTSS S(R12), Y11 ; \
-	VMULPS       Y11, Y8, Y8 ; \
-	VMULPS       Y11, Y9, Y9 ; \
-	VMULPS       Y11, Y10, Y10 ; \
-	VMULPS       Y11, Y12, Y12
+// DOT32A2(XO, ACCL, ACCH): the 32 values of LEVELS times x at XO(SI) into a row's lanes.
+#define DOT32A2(XO, ACCL, ACCH) \
+	VFMADD231PS XO(SI), Y8, ACCL ; \
+	VFMADD231PS XO+32(SI), Y9, ACCH ; \
+	VFMADD231PS XO+64(SI), Y10, ACCL ; \
+	VFMADD231PS XO+96(SI), Y12, ACCH
 
-// IQ4ROWA2(p, S, ACCL, ACCH): one block of one row into its accumulator pair, x at SI.
-#define IQ4ROWA2(p, S, ACCL, ACCH) \
-	IQ4LEVELS(p) ; \
-	IQ4SCALE(S) ; \
-	VFMADD231PS (SI), Y8, ACCL ; \
-	VFMADD231PS 32(SI), Y9, ACCH ; \
-	VFMADD231PS 64(SI), Y10, ACCL ; \
-	VFMADD231PS 96(SI), Y12, ACCH
+#define STORE32A2(O) \
+	VMOVUPS Y8, O(DI) ; \
+	VMOVUPS Y9, O+32(DI) ; \
+	VMOVUPS Y10, O+64(DI) ; \
+	VMOVUPS Y12, O+96(DI)
 
-// func matvecIQ4x4AVX2(x *float32, w *byte, ws, ng, nsub, gstride uintptr, sc *float32, acc *[64]float32, tab *[16]int8)
-// Row r's lanes 0-7 at acc[16r:], 8-15 at acc[16r+8:].
-TEXT ·matvecIQ4x4AVX2(SB), NOSPLIT, $0-72
-	MOVQ    x+0(FP), SI
-	MOVQ    w+8(FP), DI
-	MOVQ    ws+16(FP), BX
-	MOVQ    ng+24(FP), CX
-	MOVQ    nsub+32(FP), R13
-	MOVQ    gstride+40(FP), DX
-	MOVQ    sc+48(FP), R12
-	MOVQ    acc+56(FP), AX
-	VMOVUPS (AX), Y0
-	VMOVUPS 32(AX), Y1
-	VMOVUPS 64(AX), Y2
-	VMOVUPS 96(AX), Y3
-	VMOVUPS 128(AX), Y4
-	VMOVUPS 160(AX), Y5
-	VMOVUPS 192(AX), Y6
-	VMOVUPS 224(AX), Y7
-	MOVQ    tab+64(FP), AX
-	VMOVDQU (AX), X14
+// NLSCALEA2(p): Y11 = the IQ4_NL block at p's half scale.
+#define NLSCALEA2(p) \
+	MOVWLZX      (p), R11 ; \
+	VBROADCASTSS (DX)(R11*4), Y11
+
+#define NLROWA2(p, ACCL, ACCH) \
+	NLSCALEA2(p) ; \
+	LEVELS(2(p)) ; \
+	DOT32A2(0, ACCL, ACCH)
+
+// NLCONSTS: the int8 levels (from AX) in X14, 0x0f bytes in X15.
+#define NLCONSTS \
+	VMOVDQU (AX), X14 ; \
 	BCASTB(0x0f, X15, Y15)
+
+// func matvecIQ4NLx4AVX2(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32, levels *[16]int8)
+TEXT ·matvecIQ4NLx4AVX2(SB), NOSPLIT, $0-56
+	MOVQ  x+0(FP), SI
+	MOVQ  w+8(FP), DI
+	MOVQ  ws+16(FP), BX
+	MOVQ  nb+24(FP), CX
+	MOVQ  tab+40(FP), DX
+	MOVQ  levels+48(FP), AX
+	NLCONSTS
 	ROWS4(BX)
-	TESTQ   CX, CX
-	JZ      iq4x4a2done
+	ZERO8
+	TESTQ CX, CX
+	JZ    nlx4a2done
 
-iq4x4a2group:
-	XORQ R14, R14
-	MOVQ R13, R11
+nlx4a2loop:
+	NLROWA2(DI, Y0, Y1)
+	NLROWA2(R8, Y2, Y3)
+	NLROWA2(R9, Y4, Y5)
+	NLROWA2(R10, Y6, Y7)
+	ADDQ  $128, SI
+	ADDQ  $18, DI
+	ADDQ  $18, R8
+	ADDQ  $18, R9
+	ADDQ  $18, R10
+	DECQ  CX
+	JNZ   nlx4a2loop
 
-iq4x4a2block:
-	IQ4ROWA2(DI, 0, Y0, Y1)
-	IQ4ROWA2(R8, 4, Y2, Y3)
-	IQ4ROWA2(R9, 8, Y4, Y5)
-	IQ4ROWA2(R10, 12, Y6, Y7)
-	ADDQ $128, SI
-	ADDQ $16, R12
-	ADDQ $16, R14
-	DECQ R11
-	JNZ  iq4x4a2block
-	ADDQ DX, DI
-	ADDQ DX, R8
-	ADDQ DX, R9
-	ADDQ DX, R10
-	DECQ CX
-	JNZ  iq4x4a2group
-
-iq4x4a2done:
-	MOVQ    acc+56(FP), AX
-	VMOVUPS Y0, (AX)
-	VMOVUPS Y1, 32(AX)
-	VMOVUPS Y2, 64(AX)
-	VMOVUPS Y3, 96(AX)
-	VMOVUPS Y4, 128(AX)
-	VMOVUPS Y5, 160(AX)
-	VMOVUPS Y6, 192(AX)
-	VMOVUPS Y7, 224(AX)
+nlx4a2done:
+	STORE4x2(out+32(FP))
 	VZEROUPPER
 	RET
 
-// func dequantIQ4AVX2(dst *float32, w *byte, ng, nsub, gstride uintptr, sc *float32, tab *[16]int8)
-TEXT ·dequantIQ4AVX2(SB), NOSPLIT, $0-56
-	MOVQ    dst+0(FP), DI
-	MOVQ    w+8(FP), SI
-	MOVQ    ng+16(FP), CX
-	MOVQ    nsub+24(FP), R13
-	MOVQ    gstride+32(FP), DX
-	MOVQ    sc+40(FP), R12
-	MOVQ    tab+48(FP), AX
-	VMOVDQU (AX), X14
-	BCASTB(0x0f, X15, Y15)
-	TESTQ   CX, CX
-	JZ      dqiq4a2done
+// func dequantIQ4NLAVX2(dst *float32, src *byte, nb uintptr, tab *float32, levels *[16]int8)
+TEXT ·dequantIQ4NLAVX2(SB), NOSPLIT, $0-40
+	MOVQ  dst+0(FP), DI
+	MOVQ  src+8(FP), SI
+	MOVQ  nb+16(FP), CX
+	MOVQ  tab+24(FP), DX
+	MOVQ  levels+32(FP), AX
+	NLCONSTS
+	TESTQ CX, CX
+	JZ    dqnla2done
 
-dqiq4a2group:
-	XORQ R14, R14
-	MOVQ R13, R11
+dqnla2loop:
+	NLSCALEA2(SI)
+	LEVELS(2(SI))
+	STORE32A2(0)
+	ADDQ  $18, SI
+	ADDQ  $128, DI
+	DECQ  CX
+	JNZ   dqnla2loop
 
-dqiq4a2block:
-	IQ4LEVELS(SI)
-	IQ4SCALE(0)
-	VMOVUPS Y8, (DI)
-	VMOVUPS Y9, 32(DI)
-	VMOVUPS Y10, 64(DI)
-	VMOVUPS Y12, 96(DI)
-	ADDQ    $4, R12
-	ADDQ    $16, R14
-	ADDQ    $128, DI
-	DECQ    R11
-	JNZ     dqiq4a2block
-	ADDQ    DX, SI
-	DECQ    CX
-	JNZ     dqiq4a2group
+dqnla2done:
+	VZEROUPPER
+	RET
 
-dqiq4a2done:
+// XSROWA2(p, k, S, ACCL, ACCH): block k of the row at p's super-block, scale at S(SP).
+#define XSROWA2(p, k, S, ACCL, ACCH) \
+	VBROADCASTSS S(SP), Y11 ; \
+	LEVELS(8+16*k(p)) ; \
+	DOT32A2(128*k, ACCL, ACCH)
+
+#define XSBLOCKA2(k) \
+	XSROWA2(DI, k, 4*k, Y0, Y1) ; \
+	XSROWA2(R8, k, 32+4*k, Y2, Y3) ; \
+	XSROWA2(R9, k, 64+4*k, Y4, Y5) ; \
+	XSROWA2(R10, k, 96+4*k, Y6, Y7)
+
+// func matvecIQ4XSx4AVX2(x *float32, w *byte, ws, nb uintptr, out *[4]float32, tab *float32, levels *[16]int8, consts *[40]uint32)
+TEXT ·matvecIQ4XSx4AVX2(SB), NOSPLIT, $128-64
+	MOVQ  x+0(FP), SI
+	MOVQ  w+8(FP), DI
+	MOVQ  ws+16(FP), BX
+	MOVQ  nb+24(FP), CX
+	MOVQ  tab+40(FP), DX
+	MOVQ  levels+48(FP), AX
+	NLCONSTS
+	MOVQ  consts+56(FP), R13
+	ROWS4(BX)
+	ZERO8
+	TESTQ CX, CX
+	JZ    xsx4a2done
+
+xsx4a2loop:
+	XSSCALES(DI, 0)
+	XSSCALES(R8, 32)
+	XSSCALES(R9, 64)
+	XSSCALES(R10, 96)
+	XSBLOCKA2(0)
+	XSBLOCKA2(1)
+	XSBLOCKA2(2)
+	XSBLOCKA2(3)
+	XSBLOCKA2(4)
+	XSBLOCKA2(5)
+	XSBLOCKA2(6)
+	XSBLOCKA2(7)
+	ADDQ  $1024, SI
+	ADDQ  $136, DI
+	ADDQ  $136, R8
+	ADDQ  $136, R9
+	ADDQ  $136, R10
+	DECQ  CX
+	JNZ   xsx4a2loop
+
+xsx4a2done:
+	STORE4x2(out+32(FP))
+	VZEROUPPER
+	RET
+
+#define DQXSBLOCKA2(k) \
+	VBROADCASTSS 4*k(SP), Y11 ; \
+	LEVELS(8+16*k(SI)) ; \
+	STORE32A2(128*k)
+
+// func dequantIQ4XSAVX2(dst *float32, src *byte, nb uintptr, tab *float32, levels *[16]int8, consts *[40]uint32)
+TEXT ·dequantIQ4XSAVX2(SB), NOSPLIT, $32-48
+	MOVQ  dst+0(FP), DI
+	MOVQ  src+8(FP), SI
+	MOVQ  nb+16(FP), CX
+	MOVQ  tab+24(FP), DX
+	MOVQ  levels+32(FP), AX
+	NLCONSTS
+	MOVQ  consts+40(FP), R13
+	TESTQ CX, CX
+	JZ    dqxsa2done
+
+dqxsa2loop:
+	XSSCALES(SI, 0)
+	DQXSBLOCKA2(0)
+	DQXSBLOCKA2(1)
+	DQXSBLOCKA2(2)
+	DQXSBLOCKA2(3)
+	DQXSBLOCKA2(4)
+	DQXSBLOCKA2(5)
+	DQXSBLOCKA2(6)
+	DQXSBLOCKA2(7)
+	ADDQ  $136, SI
+	ADDQ  $1024, DI
+	DECQ  CX
+	JNZ   dqxsa2loop
+
+dqxsa2done:
 	VZEROUPPER
 	RET
