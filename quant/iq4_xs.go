@@ -15,9 +15,7 @@ func init() {
 
 const sizeIQ4_XS = 136
 
-// IQ4XSScales returns the 8 block codes ls-32 (-32..31) of an IQ4_XS super-block.
-func IQ4XSScales(b []byte) [8]int32 { return iq4xsScales(b) }
-
+// iq4xsScales returns the 8 block codes ls-32 (-32..31) of an IQ4_XS super-block.
 func iq4xsScales(b []byte) (ls [8]int32) {
 	h := binary.LittleEndian.Uint16(b[2:])
 	for ib := range ls {
