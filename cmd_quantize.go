@@ -24,14 +24,17 @@ output.weight (or a tied token_embd.weight) gets Q6_K (Q8_0 for q8_0); q4_k_m an
 attn_v and ffn_down Q6_K in the first and last eighth of the layers and every third layer
 between, and attn_qkv Q5_K (q5_k_m: Q6_K); q4_k_s gives attn_v of the first 4 layers and ffn_down
 of the first eighth Q5_K; the q3_k and q2_k recipes raise attn_v, ffn_down and attn_output (q2_k's
-attn_v by the model's query heads per KV head); 70B-sized and 8-expert models get llama-quantize's
+attn_v by the model's query heads per KV head); iq4_nl and iq4_xs (16 non-linear levels per
+weight) give attn_v Q5_K with 4 or more query heads per KV head and, without an importance
+matrix, ffn_down of the first eighth Q5_K; 70B-sized and 8-expert models get llama-quantize's
 extra bits too. q3_k, q4_k and q5_k are llama-quantize's aliases of q3_k_m, q4_k_m and q5_k_m;
 --pure gives every matrix the one type. --output-tensor-type and --token-embedding-type force a
 ggml type (q8_0, q6_K, f16, ...) on those matrices, after the mixes and --pure, as llama-quantize
 does; --leave-output-tensor copies output.weight as it is. A quantized input is requantized only
 with --allow-requantize (tensors that keep their type are copied either way). --keep-split is
 accepted and changes nothing: gorun's models are single files. Rows whose length is not a whole number of the type's
-blocks fall back (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, else F16), and the tool says so.
+blocks fall back (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K, Q3_K and IQ4_XS -> IQ4_NL,
+else F16), and the tool says so.
 gorun's quantizers choose scales and rounding to minimize each block's error, weighted by an
 importance matrix with --imatrix FILE (llama-imatrix's format; gorun imatrix writes it) or
 --calib TEXT (computed in memory on the text); the files keep ggml's exact formats, so llama.cpp loads them.

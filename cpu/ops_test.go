@@ -195,7 +195,7 @@ func TestAttentionCausal(t *testing.T) {
 // and it is close to the float64 product of the stored weights.
 func TestMulMatRowsIndependentOfBatch(t *testing.T) {
 	types := []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q8_0, quant.Q4_0, quant.Q4_1, quant.Q5_0,
-		quant.Q5_1, quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K}
+		quant.Q5_1, quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ4_NL, quant.IQ4_XS}
 	// N = 1203: generation's fused path claims 32 rows at a time on two threads (fusedClaim),
 	// the last claim partial and ending in three rows the tile path's single-row dot makes.
 	for _, typ := range types {

@@ -698,4 +698,5 @@ func (b *Backend) fill(buf *graph.Buffer, word uint32) error {
 var typeSuffix = map[quant.Type]string{
 	quant.F32: "f32", quant.F16: "f16", quant.Q4_0: "q4_0", quant.Q4_1: "q4_1", quant.Q5_0: "q5_0",
 	quant.Q5_1: "q5_1", quant.Q8_0: "q8_0", quant.Q4_K: "q4_K", quant.Q5_K: "q5_K", quant.Q6_K: "q6_K",
+	quant.BF16: "bf16", quant.Q2_K: "q2_K", quant.Q3_K: "q3_K", quant.IQ4_NL: "iq4_nl", quant.IQ4_XS: "iq4_xs",
 }

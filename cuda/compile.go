@@ -32,6 +32,7 @@ type op struct {
 var chunkAlign = map[quant.Type]int{
 	quant.F32: 16, quant.F16: 16, quant.Q4_K: 16, quant.Q5_K: 16, quant.Q4_1: 4, quant.Q5_1: 4,
 	quant.Q4_0: 2, quant.Q5_0: 2, quant.Q8_0: 2, quant.Q6_K: 2,
+	quant.BF16: 16, quant.Q2_K: 4, quant.IQ4_XS: 4, quant.Q3_K: 2, quant.IQ4_NL: 2,
 }
 
 // mvsBytes is the longest weight row the staged mat-vec kernels take (MVS_BYTES).

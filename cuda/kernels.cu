@@ -102,6 +102,67 @@ template <> __device__ __forceinline__ float dq<T_Q6_K>(const uint8_t *row, int 
 	return ldh(b + 208) * (float)sc[(l >> 4) + 2 * quarter] * (float)(q - 32);
 }
 
+template <> __device__ __forceinline__ float dq<T_BF16>(const uint8_t *row, int k) {
+	return __uint_as_float((uint32_t)((const unsigned short *)row)[k] << 16);
+}
+// Q2_K: scales[16] | qs[64] | d | dmin (84 bytes). Element k's 2 bits are bits 2j of qs[32c + l]
+// (c = half, j = quarter of the half, l < 32); its 4-bit scale and min are in
+// scales[8c + 2j + (l >= 16)]. The products are rounded before the subtraction (__fmul_rn: no
+// fused multiply-add), as quant's dequantizer computes float32(dl*q) - ml.
+__device__ __forceinline__ float q2_val(float d, float dmin, int sc, int q) {
+	return __fsub_rn(__fmul_rn(d * (float)(sc & 15), (float)q), __fmul_rn(dmin, (float)(sc >> 4)));
+}
+template <> __device__ __forceinline__ float dq<T_Q2_K>(const uint8_t *row, int k) {
+	const uint8_t *b = row + (k >> 8) * 84;
+	int r = k & 255, c = r >> 7, j = (r >> 5) & 3, l = r & 31;
+	int q = (b[16 + 32 * c + l] >> (2 * j)) & 3;
+	return q2_val(ldh(b + 80), ldh(b + 82), b[8 * c + 2 * j + (l >> 4)], q);
+}
+// Q3_K: hmask[32] | qs[64] | scales[12] | d (110 bytes). Element k's level is its 2 bits of qs
+// (as Q2_K) plus 4 when its hmask bit (bit 4c + j of hmask[l]) is set, minus 4; its sub-block
+// scale is the 6-bit signed q3_scale(8c + 2j + (l >= 16)).
+__device__ __forceinline__ int q3_scale(const uint8_t *s, int j) {
+	int lo = j < 8 ? (s[j] & 15) : (s[j - 8] >> 4);
+	int hi = (s[8 + (j & 3)] >> (2 * (j >> 2))) & 3;
+	return (lo | (hi << 4)) - 32;
+}
+template <> __device__ __forceinline__ float dq<T_Q3_K>(const uint8_t *row, int k) {
+	const uint8_t *b = row + (k >> 8) * 110;
+	int r = k & 255, c = r >> 7, j = (r >> 5) & 3, l = r & 31;
+	int q = ((b[32 + 32 * c + l] >> (2 * j)) & 3) | (((b[l] >> (4 * c + j)) & 1) << 2);
+	return ldh(b + 108) * (float)q3_scale(b + 96, 8 * c + 2 * j + (l >> 4)) * (float)(q - 4);
+}
+// IQ4_NL and IQ4_XS: 4-bit indices into ggml's kvalues_iq4nl {-127, -104, -83, -65, -49, -35,
+// -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}, picked from the table packed in four words with
+// two byte permutes (no memory access; lanes index it independently).
+__device__ __forceinline__ float iq4_level(int q) {
+	uint32_t lo = __byte_perm(0xBFAD9881u, 0xF6EADDCFu, q & 7), hi = __byte_perm(0x26190D01u, 0x71594535u, q & 7);
+	return (float)(int8_t)((q & 8) ? hi : lo);
+}
+// IQ4_NL: d | qs[16] (18 bytes, Q4_0's nibble order).
+template <> __device__ __forceinline__ float dq<T_IQ4_NL>(const uint8_t *row, int k) {
+	const uint8_t *b = row + (k >> 5) * 18;
+	int j = k & 31;
+	int q = b[2 + (j & 15)];
+	q = j < 16 ? (q & 15) : (q >> 4);
+	return ldh(b) * iq4_level(q);
+}
+// IQ4_XS: d | scales_h (u16) | scales_l[4] | qs[128] (136 bytes); block ib (32 values) has the
+// scale d*(ls-32), ls its 6-bit code (low nibble in scales_l[ib/2], high bits 2ib of scales_h),
+// and its 16 index bytes at 8 + 16ib in IQ4_NL's order.
+__device__ __forceinline__ float iq4xs_scale(const uint8_t *b, int ib) {
+	int h = b[2] | (b[3] << 8);
+	int ls = ((b[4 + (ib >> 1)] >> (4 * (ib & 1))) & 15) | (((h >> (2 * ib)) & 3) << 4);
+	return ldh(b) * (float)(ls - 32);
+}
+template <> __device__ __forceinline__ float dq<T_IQ4_XS>(const uint8_t *row, int k) {
+	const uint8_t *b = row + (k >> 8) * 136;
+	int r = k & 255, ib = r >> 5, j = r & 31;
+	int q = b[8 + 16 * ib + (j & 15)];
+	q = j < 16 ? (q & 15) : (q >> 4);
+	return iq4xs_scale(b, ib) * iq4_level(q);
+}
+
 __device__ __forceinline__ float gelu(float x) {
 	const float c = 0.7978845608028654f;
 	return 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x)));
@@ -311,6 +372,85 @@ template <> __device__ __forceinline__ void dq32<T_Q6_K>(const uint8_t *__restri
 			int lo = ((ul >> (8 * k)) >> shl) & 15;
 			int hb = ((uh >> (8 * k)) >> shh) & 3;
 			w[4 * i + k] = (i < 4 ? d0 : d1) * (float)((lo | (hb << 4)) - 32);
+		}
+	}
+}
+
+template <> __device__ __forceinline__ void dq32<T_BF16>(const uint8_t *__restrict__ row, int c, float *w) {
+	const uint4 *p = (const uint4 *)(row + 64 * c);
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		uint4 v = p[i];
+		uint32_t u[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+		for (int j = 0; j < 4; j++) {
+			w[8 * i + 2 * j] = __uint_as_float(u[j] << 16);
+			w[8 * i + 2 * j + 1] = __uint_as_float(u[j] & 0xffff0000u);
+		}
+	}
+}
+// Q2_K chunk c: quarter j = c&3 of half h = (c>>2)&1 of super-block c>>3: bits 2j of the 32 qs
+// bytes of its half (4-byte loads: 84-byte super-blocks keep rows 4-byte aligned); scales
+// 8h + 2j (values 0-15) and 8h + 2j + 1 (16-31).
+template <> __device__ __forceinline__ void dq32<T_Q2_K>(const uint8_t *__restrict__ row, int c, float *w) {
+	const uint8_t *b = row + 84 * (c >> 3);
+	int h = (c >> 2) & 1, j = c & 3;
+	float d = ldh(b + 80), dmin = ldh(b + 82);
+	int s0 = b[8 * h + 2 * j], s1 = b[8 * h + 2 * j + 1];
+	const uint32_t *qs = (const uint32_t *)(b + 16 + 32 * h);
+#pragma unroll
+	for (int i = 0; i < 8; i++) {
+		uint32_t u = qs[i] >> (2 * j);
+#pragma unroll
+		for (int k = 0; k < 4; k++) w[4 * i + k] = q2_val(d, dmin, i < 4 ? s0 : s1, (u >> (8 * k)) & 3);
+	}
+}
+// Q3_K chunk c: as Q2_K's, plus the hmask bit 4h + j of each of the 32 hmask bytes (2-byte
+// loads: rows are only 2-byte aligned).
+template <> __device__ __forceinline__ void dq32<T_Q3_K>(const uint8_t *__restrict__ row, int c, float *w) {
+	const uint8_t *b = row + 110 * (c >> 3);
+	int h = (c >> 2) & 1, j = c & 3;
+	float d = ldh(b + 108);
+	float d0 = d * (float)q3_scale(b + 96, 8 * h + 2 * j), d1 = d * (float)q3_scale(b + 96, 8 * h + 2 * j + 1);
+#pragma unroll
+	for (int i = 0; i < 8; i++) {
+		uint32_t u = ld16x2(b + 32 + 32 * h + 4 * i) >> (2 * j), m = ld16x2(b + 4 * i) >> (4 * h + j);
+#pragma unroll
+		for (int k = 0; k < 4; k++) {
+			int q = ((u >> (8 * k)) & 3) | (((m >> (8 * k)) & 1) << 2);
+			w[4 * i + k] = (i < 4 ? d0 : d1) * (float)(q - 4);
+		}
+	}
+}
+template <> __device__ __forceinline__ void dq32<T_IQ4_NL>(const uint8_t *__restrict__ row, int c, float *w) {
+	const uint8_t *b = row + 18 * c;
+	float d = ldh(b);
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		uint32_t u = ld16x2(b + 2 + 4 * i);
+#pragma unroll
+		for (int j = 0; j < 4; j++) {
+			int q = (u >> (8 * j)) & 0xff;
+			w[4 * i + j] = d * iq4_level(q & 15);
+			w[16 + 4 * i + j] = d * iq4_level(q >> 4);
+		}
+	}
+}
+// IQ4_XS chunk c: block c&7 of super-block c>>3 (4-byte loads: 136-byte super-blocks keep rows
+// 4-byte aligned).
+template <> __device__ __forceinline__ void dq32<T_IQ4_XS>(const uint8_t *__restrict__ row, int c, float *w) {
+	const uint8_t *b = row + 136 * (c >> 3);
+	int ib = c & 7;
+	float d = iq4xs_scale(b, ib);
+	const uint32_t *qs = (const uint32_t *)(b + 8 + 16 * ib);
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		uint32_t u = qs[i];
+#pragma unroll
+		for (int j = 0; j < 4; j++) {
+			int q = (u >> (8 * j)) & 0xff;
+			w[4 * i + j] = d * iq4_level(q & 15);
+			w[16 + 4 * i + j] = d * iq4_level(q >> 4);
 		}
 	}
 }
@@ -1217,6 +1357,11 @@ INSTANTIATE(T_Q8_0, q8_0)
 INSTANTIATE(T_Q4_K, q4_K)
 INSTANTIATE(T_Q5_K, q5_K)
 INSTANTIATE(T_Q6_K, q6_K)
+INSTANTIATE(T_BF16, bf16)
+INSTANTIATE(T_Q2_K, q2_K)
+INSTANTIATE(T_Q3_K, q3_K)
+INSTANTIATE(T_IQ4_NL, iq4_nl)
+INSTANTIATE(T_IQ4_XS, iq4_xs)
 
 // splitk_reduce adds the S partial products of a split-K mm2 (P: S blocks of M x N) and
 // applies the epilogue.

@@ -199,6 +199,12 @@ func quantized(t testing.TB, rng *rand.Rand, typ quant.Type, K, N int) []byte {
 			h[i] = quant.F32ToF16(x)
 		}
 		return dst
+	case quant.BF16:
+		h := quant.AsU16(dst)
+		for i, x := range src {
+			h[i] = quant.F32ToBF16(x)
+		}
+		return dst
 	}
 	f, err := quant.FormatOf(typ)
 	if err != nil || f.Quantize == nil {
@@ -212,7 +218,8 @@ func quantized(t testing.TB, rng *rand.Rand, typ quant.Type, K, N int) []byte {
 	return dst
 }
 
-var weightTypes = []quant.Type{quant.F32, quant.F16, quant.Q4_0, quant.Q4_1, quant.Q5_0, quant.Q5_1, quant.Q8_0, quant.Q4_K, quant.Q5_K, quant.Q6_K}
+var weightTypes = []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q4_0, quant.Q4_1, quant.Q5_0, quant.Q5_1, quant.Q8_0,
+	quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ4_NL, quant.IQ4_XS}
 
 // Every weight type, mat-vec (M <= 8) and tiled (M > 8) paths, tile edges (N = 67, M = 70).
 func TestMulMat(t *testing.T) {
@@ -243,7 +250,7 @@ func TestMulMat(t *testing.T) {
 		})
 	}
 	// Rows of float weights whose length is no multiple of 32: the element-by-element kernels.
-	for _, typ := range []quant.Type{quant.F32, quant.F16} {
+	for _, typ := range []quant.Type{quant.F32, quant.F16, quant.BF16} {
 		rng := rand.New(rand.NewPCG(uint64(typ), 3))
 		w := quantized(t, rng, typ, 100, N)
 		for _, M := range []int{1, 3, 20} {

@@ -10,10 +10,10 @@ import (
 )
 
 // blockTypes are the block formats of this package, weights first, then activation types.
-var blockTypes = []Type{Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_1, Q8_K}
+var blockTypes = []Type{Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, Q8_1, Q8_K}
 
 // weightTypes have DotF32 and VecDot.
-var weightTypes = []Type{Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K}
+var weightTypes = []Type{Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS}
 
 // maxRelRMSE bounds rms(dequantize(quantize(x)) - x) / rms(x) for Gaussian x. A uniform grid of
 // step s has error s/sqrt(12); for 32 Gaussian values the largest magnitude is about 2.1σ, so
@@ -28,6 +28,7 @@ var maxRelRMSE = map[Type]float64{
 	Q8_0: 0.0065, Q8_1: 0.0065, Q8_K: 0.0085,
 	Q4_0: 0.10, Q4_1: 0.095, Q5_0: 0.05, Q5_1: 0.047,
 	Q2_K: 0.40, Q3_K: 0.21, Q4_K: 0.105, Q5_K: 0.052, Q6_K: 0.023,
+	IQ4_NL: 0.09, IQ4_XS: 0.09, // measured 0.0765, 0.0771: 16 non-uniform levels, denser near 0
 }
 
 func gaussRow(rng *rand.Rand, n int, sigma float64) []float32 {
@@ -521,7 +522,7 @@ func TestQuantizeRowsParallel(t *testing.T) {
 // The formats are registered with the kernels and activation types ggml uses.
 func TestRegistered(t *testing.T) {
 	want := map[Type]Type{Q8_0: Q8_0, Q4_0: Q8_0, Q5_0: Q8_0, Q4_1: Q8_1, Q5_1: Q8_1,
-		Q2_K: Q8_K, Q3_K: Q8_K, Q4_K: Q8_K, Q5_K: Q8_K, Q6_K: Q8_K}
+		Q2_K: Q8_K, Q3_K: Q8_K, Q4_K: Q8_K, Q5_K: Q8_K, Q6_K: Q8_K, IQ4_NL: Q8_0, IQ4_XS: Q8_K}
 	for _, ty := range blockTypes {
 		f, err := FormatOf(ty)
 		if err != nil {

@@ -8,11 +8,13 @@ func KScales(q []byte) (sc, mn [8]uint8) { return kScales(q) }
 
 // Block sizes (bytes) of the super-block formats.
 const (
-	SizeQ4_K = sizeQ4_K
-	SizeQ5_K = sizeQ5_K
-	SizeQ6_K = sizeQ6_K
-	SizeQ8_0 = sizeQ8_0
-	SizeQ4_0 = sizeQ4_0
+	SizeQ4_K   = sizeQ4_K
+	SizeQ5_K   = sizeQ5_K
+	SizeQ6_K   = sizeQ6_K
+	SizeQ8_0   = sizeQ8_0
+	SizeQ4_0   = sizeQ4_0
+	SizeIQ4_NL = sizeIQ4_NL
+	SizeIQ4_XS = sizeIQ4_XS
 )
 
 // F16Table maps every half-precision bit pattern to its float32 value (read-only): SIMD

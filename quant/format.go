@@ -67,11 +67,12 @@ func FormatOf(t Type) (*Format, error) {
 // ScalesFinite reports whether every block of a row of type t has finite float16 scales
 // (and mins), reading only those fields; known is false for the types it does not cover. For
 // the covered types a block's values are its scales times bounded integers, so they are all
-// finite exactly when its scales are: a cheaper check than dequantizing the row.
+// finite exactly when its scales are (IQ4_XS's block scales are its d times 6-bit codes): a
+// cheaper check than dequantizing the row.
 func ScalesFinite(t Type, row []byte) (finite, known bool) {
 	var offs []int
 	switch t {
-	case Q4_0, Q5_0, Q8_0:
+	case Q4_0, Q5_0, Q8_0, IQ4_NL, IQ4_XS:
 		offs = []int{0}
 	case Q4_1, Q5_1, Q4_K, Q5_K:
 		offs = []int{0, 2}

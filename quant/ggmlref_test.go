@@ -17,9 +17,14 @@ import (
 // numbers computed, outside this repository, by llama.cpp's ggml (February 2025) built for
 // baseline x86-64 (no FMA, as llama.cpp builds its quantizers) over the inputs of refCases
 // (GORUN_WRITE_GGML_INPUTS=file go test -run TestGGMLReference writes them). The fixture files
-// cover q8_0, q4_0, q4_K, q5_K and q6_K; this covers every type of the package.
+// cover q8_0, q4_0, q4_K, q5_K and q6_K; this covers every type of the package. The IQ4_NL and
+// IQ4_XS records (appended later, same inputs scheme) hold what llama-quantize writes for them,
+// ggml_quantize_chunk's quantize_iq4_nl / quantize_iq4_xs without an imatrix (not the *_ref
+// functions), with ggml's dequantize_row_iq4_*, quantize_row_q8_0_ref / q8_K_ref and the
+// scalar ggml_vec_dot_iq4_nl_q8_0 / ggml_vec_dot_iq4_xs_q8_K (ggml-cpu-quants.c built without
+// SIMD flags), from llama.cpp c392e509.
 
-var refTypes = []Type{Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_1, Q8_K}
+var refTypes = []Type{Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_1, Q8_K, IQ4_NL, IQ4_XS}
 
 const refN = 512
 

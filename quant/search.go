@@ -700,6 +700,12 @@ func keepBest(t Type, b, ref []byte, x, w, scratch []float32) {
 	case Q6_K:
 		dequantQ6_K(yb, b)
 		dequantQ6_K(yr, ref)
+	case IQ4_NL:
+		dequantIQ4_NL(yb, b)
+		dequantIQ4_NL(yr, ref)
+	case IQ4_XS:
+		dequantIQ4_XS(yb, b)
+		dequantIQ4_XS(yr, ref)
 	default:
 		panic("keepBest: " + t.String())
 	}

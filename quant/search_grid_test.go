@@ -453,6 +453,7 @@ func TestSearchGridTiers(t *testing.T) {
 var pinnedGrid = map[Type]string{
 	Q4_0: "e11619b614dc49e9", Q4_1: "c4f199e3fafdb403", Q5_0: "041f529ed51de162", Q5_1: "885f1c9d18c3f8dd",
 	Q8_0: "266959727326112e", Q4_K: "599fe25abebf9449", Q5_K: "42f3b08a70411cc0", Q6_K: "7e1cf4d11a2b8b38",
+	IQ4_NL: "1d0c12a3f92e443b", IQ4_XS: "9164f3344afaded4",
 }
 
 func TestSearchGridPinned(t *testing.T) { testPinned(t, SearchGrid, pinnedGrid) }

@@ -90,6 +90,8 @@ func pinRows() (rows, imps [][]float32) {
 var pinnedFull = map[Type]string{
 	Q4_0: "085dc75f01f57cdb", Q4_1: "724fc4e91811ba95", Q5_0: "4a7c91b478c32ecb", Q5_1: "c04dd7b28b488557",
 	Q8_0: "7c04259d97811c79", Q4_K: "dcd1786e03598277", Q5_K: "eaa901d06a73be3d", Q6_K: "c42067d95ac27dc2",
+	// IQ4_NL and IQ4_XS: pinned when they were added (search_iq4.go).
+	IQ4_NL: "ae94b78001900de3", IQ4_XS: "b1e4c601adb5e9df",
 }
 
 // searchHash is the hash of the rows quantized to ty with the search s.

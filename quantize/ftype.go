@@ -29,12 +29,15 @@ const (
 	FileQ5_K_S FileType = 16
 	FileQ5_K_M FileType = 17
 	FileQ6_K   FileType = 18
+	FileIQ4_NL FileType = 25
+	FileIQ4_XS FileType = 30
 	FileBF16   FileType = 32
 )
 
 // fileTypes lists the recipes gorun can make: llama-quantize's name and the type most tensors
-// get. Q2_K_S and the IQ recipes are left out: llama-quantize refuses them without an
-// importance matrix, and gorun's Q2_K quantizer takes none (nor has gorun IQ quantizers).
+// get. Q2_K_S and the IQ recipes below 4 bits are left out: llama-quantize refuses them without
+// an importance matrix, and gorun's Q2_K quantizer takes none (nor has gorun their quantizers).
+// IQ4_NL and IQ4_XS need none.
 var fileTypes = []struct {
 	ft   FileType
 	name string
@@ -58,6 +61,8 @@ var fileTypes = []struct {
 	{FileQ5_K_S, "Q5_K_S", quant.Q5_K, "Q5_K; output.weight Q6_K"},
 	{FileQ5_K_M, "Q5_K_M", quant.Q5_K, "Q5_K; attn_qkv Q6_K; attn_v and ffn_down Q6_K in about half the layers; output.weight Q6_K"},
 	{FileQ6_K, "Q6_K", quant.Q6_K, "6.56 bpw"},
+	{FileIQ4_NL, "IQ4_NL", quant.IQ4_NL, "IQ4_NL (4.50 bpw, non-linear levels); attn_v Q5_K with 4 or more query heads per KV head; ffn_down Q5_K in the first 1/8 of layers without importance statistics; output.weight Q6_K"},
+	{FileIQ4_XS, "IQ4_XS", quant.IQ4_XS, "IQ4_XS (4.25 bpw, non-linear levels); attn_v Q5_K with 4 or more query heads per KV head; ffn_down Q5_K in the first 1/8 of layers without importance statistics; rows not a multiple of 256 IQ4_NL; output.weight Q6_K"},
 }
 
 // fileTypeAliases are llama-quantize's other names for a recipe.

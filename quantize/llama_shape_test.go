@@ -136,6 +136,11 @@ var llamaQuantizeShape = map[string]string{
 	"q5_k_s": "38e49c2e5037e2297b15ddd397c1e2c8ef654d36349696a204b72eb17f512884",
 	"q5_k_m": "14f2efcdcd645118e5445531f455ddf9db8d542e0f5754c985e4bc8960139529",
 	"q6_k":   "93f17107efad7a21fd0db02b2376317c3379fb6d2c9a023897b4cbb288d43213",
+	// iq4_nl and iq4_xs (attn_v Q5_K at 4 query heads per KV head, ffn_down of the first two
+	// layers Q5_K): llama_model_quantize with llama-quantize's default parameters, libllama of
+	// c392e509 built on the CPU.
+	"iq4_nl": "6c845a4742cb157399ec615490958524ab659e86280359c224c478ce4cd5b089",
+	"iq4_xs": "1a6a90644578e97896dca8075eb7dc85fbf7d70001776b94f97372e9c23ccb13",
 }
 
 // With the reference quantizers, File writes exactly the files llama-quantize wrote from a

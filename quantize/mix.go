@@ -180,7 +180,7 @@ func (m *Mixer) mixType(def quant.Type, name string, ne0 int64) (quant.Type, err
 		// A tied token embedding is also the output matrix, and is quantized as one.
 		return m.outputType(def, ne0), nil
 	case name == "token_embd.weight":
-		return def, nil // only the IQ recipes, which gorun does not make, change it
+		return def, nil // only the IQ recipes below 4 bits, which gorun does not make, change it
 	case strings.Contains(name, "attn_v.weight"):
 		t := m.attnVType(def)
 		m.iAttnV++
@@ -255,6 +255,10 @@ func (m *Mixer) attnVType(def quant.Type) quant.Type {
 		if m.iAttnV < 4 {
 			t = quant.Q5_K
 		}
+	case FileIQ4_NL, FileIQ4_XS:
+		if m.info.gqa() >= 4 {
+			t = quant.Q5_K
+		}
 	}
 	if m.info.is70B() && (t == quant.Q3_K || t == quant.Q4_K) {
 		t = quant.Q5_K // 8 query heads share each V head in the 70B
@@ -302,6 +306,10 @@ func (m *Mixer) ffnDownType(def quant.Type, i, n int) quant.Type {
 		if !falcon && i < n/8 {
 			return quant.Q5_K
 		}
+	case FileIQ4_NL, FileIQ4_XS:
+		if i < n/8 && !m.info.HasImportance {
+			return quant.Q5_K
+		}
 	case FileQ4_0, FileQ5_0:
 		// llama.cpp guards the first layers against "craziness" with an imatrix only, so that
 		// files made without one stay as they were.
@@ -324,7 +332,7 @@ func (m *Mixer) attnOutputType(def quant.Type) quant.Type {
 	}
 	if m.info.NExpert == 8 {
 		switch m.ft {
-		case FileQ2_K, FileQ3_K_S, FileQ3_K_M, FileQ4_K_S, FileQ4_K_M:
+		case FileQ2_K, FileQ3_K_S, FileQ3_K_M, FileQ4_K_S, FileQ4_K_M, FileIQ4_NL, FileIQ4_XS:
 			return quant.Q5_K
 		}
 		return def
@@ -396,7 +404,7 @@ func LayerOf(name string) int {
 func fallback(t quant.Type, ne0 int64) (quant.Type, string) {
 	to := quant.F16
 	switch t {
-	case quant.Q2_K, quant.Q3_K:
+	case quant.Q2_K, quant.Q3_K, quant.IQ4_XS:
 		to = quant.IQ4_NL
 	case quant.Q4_K:
 		to = quant.Q5_0

@@ -325,3 +325,52 @@ func TestParseFileType(t *testing.T) {
 		t.Error("unknown type accepted")
 	}
 }
+
+// The IQ4 recipes' rules (llama_tensor_get_type): attn_v Q5_K with 4 or more query heads per
+// KV head; ffn_down Q5_K in the first eighth of the layers unless there are calibration
+// statistics; attn_output Q5_K with 8 experts; output Q6_K; IQ4_XS rows that 256 does not
+// divide fall back to IQ4_NL (and the output to Q8_0).
+func TestChooseTypeIQ4(t *testing.T) {
+	for _, c := range []struct {
+		ft  FileType
+		def quant.Type
+	}{{FileIQ4_NL, quant.IQ4_NL}, {FileIQ4_XS, quant.IQ4_XS}} {
+		gqa := llamaInfo(16, 32, 8, false)
+		got := chooseAll(t, c.ft, gqa, llamaTensors(16, false))
+		want := map[string]quant.Type{"token_embd.weight": quant.Q6_K}
+		for i := 0; i < 16; i++ {
+			want[fmt.Sprintf("blk.%d.attn_v.weight", i)] = quant.Q5_K
+			if i < 2 {
+				want[fmt.Sprintf("blk.%d.ffn_down.weight", i)] = quant.Q5_K
+			}
+		}
+		checkTypes(t, c.ft, got, want, c.def)
+
+		mha := llamaInfo(16, 32, 16, true) // 2 query heads per KV head
+		mha.HasImportance = true
+		got = chooseAll(t, c.ft, mha, llamaTensors(16, true))
+		checkTypes(t, c.ft, got, map[string]quant.Type{"output.weight": quant.Q6_K}, c.def)
+
+		moe := llamaInfo(32, 32, 8, true)
+		moe.NExpert = 8
+		got = chooseAll(t, c.ft, moe, llamaTensors(32, true))
+		if g := got["blk.3.attn_output.weight"]; g != quant.Q5_K {
+			t.Errorf("%v 8 experts attn_output: %v, want q5_K", c.ft, g)
+		}
+		if g := got["blk.3.attn_v.weight"]; g != quant.Q8_0 {
+			t.Errorf("%v 8 experts attn_v: %v, want q8_0", c.ft, g)
+		}
+	}
+	m := NewMixer(FileIQ4_XS, MixInfo{NLayer: 48, HasOutput: true})
+	if p, err := m.ChooseType("blk.1.ffn_up.weight", []int64{1600, 6400}, quant.F16); err != nil || p.Type != quant.IQ4_NL || p.Note == "" {
+		t.Errorf("iq4_xs rows of 1600: %v %q %v, want iq4_nl with a note", p.Type, p.Note, err)
+	}
+	if p, err := m.ChooseType("output.weight", []int64{1600, 50257}, quant.F16); err != nil || p.Type != quant.Q8_0 {
+		t.Errorf("iq4_xs output with rows of 1600: %v %v, want q8_0", p.Type, err)
+	}
+	for name, want := range map[string]FileType{"iq4_nl": FileIQ4_NL, "IQ4_XS": FileIQ4_XS} {
+		if got, err := ParseFileType(name); err != nil || got != want {
+			t.Errorf("%s: %v %v", name, got, err)
+		}
+	}
+}

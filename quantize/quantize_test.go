@@ -59,6 +59,10 @@ var llamaQuantizeKJV = map[string]string{
 	"q5_k_s": "cf9bf2f5fa5532151b1c3afdd1245261c37d5f89dc1ba0530e2f05f9545347a9",
 	"q5_k_m": "9ef1d5d90f6951a827b73388e31a496246877da27f8ccbed1b89b160927b920d",
 	"q6_k":   "5710c5bb73fc016872a6dac51916e1706a415457fc86f7ea92d8cfa4b30c3bc2",
+	// iq4_nl and iq4_xs: llama_model_quantize with llama-quantize's default parameters (its
+	// main without the argument parsing), libllama of llama.cpp c392e509 built on the CPU.
+	"iq4_nl": "2d6c8738b99232e441cd3f37acec485aed9dcd7e49cb871cb41ce0542bcc2b52",
+	"iq4_xs": "96fb4030dc5af40ff6bbe8467878f2de938ec92e899f50e0e4093078d1b2375f",
 }
 
 // With the reference quantizers, File writes exactly the Llama files llama-quantize wrote, for

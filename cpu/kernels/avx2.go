@@ -39,6 +39,7 @@ func useAVX2() {
 	matVec4[quant.Q5_K] = matVecBlocksAVX2(matvecQ5_Kx4AVX2, 256, quant.SizeQ5_K)
 	matVec4[quant.Q6_K] = matVecBlocksAVX2(matvecQ6_Kx4AVX2, 256, quant.SizeQ6_K)
 	useLegacyAVX2()
+	useIQ4AVX2()
 	useLlama(false)
 }
 

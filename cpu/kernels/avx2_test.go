@@ -44,6 +44,10 @@ func randRow(rng *rand.Rand, t quant.Type, n int) []byte {
 		size, halves = quant.SizeQ5_K, []int{0, 2}
 	case quant.Q6_K:
 		size, halves = quant.SizeQ6_K, []int{208}
+	case quant.IQ4_NL:
+		size, halves = quant.SizeIQ4_NL, []int{0}
+	case quant.IQ4_XS:
+		size, halves = quant.SizeIQ4_XS, []int{0}
 	}
 	for b := 0; b+size <= len(row); b += size {
 		for _, h := range halves {
@@ -54,7 +58,7 @@ func randRow(rng *rand.Rand, t quant.Type, n int) []byte {
 }
 
 var quantTypes = []quant.Type{quant.F16, quant.BF16, quant.Q8_0, quant.Q4_0, quant.Q4_1, quant.Q5_0, quant.Q5_1,
-	quant.Q4_K, quant.Q5_K, quant.Q6_K}
+	quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ4_NL, quant.IQ4_XS}
 
 func TestDequantizeRandomBytes(t *testing.T) {
 	rng := rand.New(rand.NewPCG(8, 8))

@@ -75,7 +75,7 @@ func BenchmarkDequant(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 1))
 	src := randVec(rng, n)
 	dst := make([]float32, n)
-	for _, typ := range []quant.Type{quant.F16, quant.Q8_0, quant.Q4_0, quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K} {
+	for _, typ := range []quant.Type{quant.F16, quant.Q8_0, quant.Q4_0, quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ4_NL, quant.IQ4_XS} {
 		rs, _ := typ.RowSize(n)
 		row := make([]byte, rs)
 		if err := quant.QuantizeRow(typ, row, src); err != nil {
@@ -113,7 +113,7 @@ func BenchmarkMatVec4(b *testing.B) {
 	x := randVec(rng, k)
 	tile := make([]float32, 4*k)
 	var out [4]float32
-	for _, typ := range []quant.Type{quant.F16, quant.BF16, quant.Q8_0, quant.Q4_0, quant.Q4_1, quant.Q5_0, quant.Q5_1, quant.Q4_K, quant.Q5_K, quant.Q6_K} {
+	for _, typ := range []quant.Type{quant.F16, quant.BF16, quant.Q8_0, quant.Q4_0, quant.Q4_1, quant.Q5_0, quant.Q5_1, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ4_NL, quant.IQ4_XS} {
 		rs, _ := typ.RowSize(k)
 		w := make([]byte, 4*rs)
 		for j := 0; j < 4; j++ {

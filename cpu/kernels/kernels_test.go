@@ -165,7 +165,7 @@ func TestSIMDTiersAgreeExactly(t *testing.T) {
 func TestDequantizeExact(t *testing.T) {
 	rng := rand.New(rand.NewPCG(4, 4))
 	types := []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q8_0, quant.Q4_0, quant.Q4_1, quant.Q5_0,
-		quant.Q5_1, quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K}
+		quant.Q5_1, quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ4_NL, quant.IQ4_XS}
 	forEachTier(t, func(t *testing.T, tier Tier) {
 		for _, typ := range types {
 			f, err := quant.FormatOf(typ)
@@ -258,7 +258,7 @@ func TestMatVec4EqualsTile(t *testing.T) {
 	rng := rand.New(rand.NewPCG(6, 6))
 	forEachTier(t, func(t *testing.T, tier Tier) {
 		for _, typ := range []quant.Type{quant.F16, quant.BF16, quant.Q8_0, quant.Q4_0, quant.Q4_1, quant.Q5_0, quant.Q5_1,
-			quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K} {
+			quant.Q2_K, quant.Q3_K, quant.Q4_K, quant.Q5_K, quant.Q6_K, quant.IQ4_NL, quant.IQ4_XS} {
 			mv := MatVec4(typ)
 			if mv == nil {
 				continue
