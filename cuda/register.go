@@ -4,6 +4,8 @@ package cuda
 
 import (
 	"fmt"
+	"strings"
+	"sync"
 
 	"github.com/gorun-dev/gorun/backend"
 	"github.com/gorun-dev/gorun/graph"
@@ -31,14 +33,14 @@ func supports(n *graph.Tensor) error {
 	switch n.Op {
 	case graph.OpMulMat:
 		w := n.Src[0]
-		if _, ok := typeSuffix[w.Type]; !ok {
+		if !hasKernels(w.Type) {
 			return fmt.Errorf("cuda: mul_mat of %q: tensor type %v is not supported on the GPU (GPU weight types: %s)", w.Name, w.Type, gpuTypes())
 		}
 		if w.Ne[2]*w.Ne[3] != 1 {
 			return fmt.Errorf("cuda: mul_mat of %q: 3-D weights are not supported", w.Name)
 		}
 	case graph.OpGetRows:
-		if t := n.Src[0]; typeSuffix[t.Type] == "" {
+		if t := n.Src[0]; !hasKernels(t.Type) {
 			return fmt.Errorf("cuda: get_rows of %q: tensor type %v is not supported on the GPU (GPU weight types: %s)", t.Name, t.Type, gpuTypes())
 		}
 	case graph.OpStoreKV:
@@ -75,6 +77,31 @@ func cacheType(op graph.Op, c *graph.Tensor) error {
 	return nil
 }
 
+// hasKernels reports whether weight type t has kernels in kernels.cu (typeSuffix) and in the
+// PTX this binary embeds: after kernels.cu gains a type, the type stays refused, by name at
+// load, until gen.sh has compiled the PTX again (rather than failing at the first token).
+func hasKernels(t quant.Type) bool {
+	suf := typeSuffix[t]
+	return suf != "" && ptxEntries()["mv_"+suf] && ptxEntries()["getrows_"+suf]
+}
+
+// ptxEntries lists the kernels of the embedded PTX (inflated once, on first use).
+var ptxEntries = sync.OnceValue(func() map[string]bool {
+	ptx, err := embeddedPTX()
+	if err != nil {
+		return nil
+	}
+	names := map[string]bool{}
+	for _, line := range strings.Split(string(ptx), "\n") {
+		if _, after, ok := strings.Cut(line, ".entry "); ok {
+			if name, _, ok := strings.Cut(after, "("); ok {
+				names[strings.TrimSpace(name)] = true
+			}
+		}
+	}
+	return names
+})
+
 // rowCaches checks the caches of a batch's rows: one type the kernels read, one row length
 // and one size (the kernel takes them once). It returns the element size and the suffix of
 // the kernels' names.
@@ -101,7 +128,7 @@ func rowCaches(op graph.Op, caches []*graph.Tensor) (int, string, error) {
 func gpuTypes() string {
 	s := ""
 	for t := quant.Type(0); t < 64; t++ {
-		if typeSuffix[t] != "" {
+		if hasKernels(t) {
 			if s != "" {
 				s += ", "
 			}

@@ -29,6 +29,10 @@ func TestSupportsWeightTypes(t *testing.T) {
 		if typeSuffix[typ] == "" || chunkAlign[typ] <= 0 {
 			t.Errorf("%v: kernel suffix %q, chunk alignment %d", typ, typeSuffix[typ], chunkAlign[typ])
 		}
+		if typeSuffix[typ] != "" && !hasKernels(typ) {
+			t.Errorf("%v: kernels.cu has its kernels but the embedded PTX does not: run cuda/gen.sh (nvcc) and commit kernels.ptx.gz", typ)
+			continue
+		}
 		for _, op := range []graph.Op{graph.OpMulMat, graph.OpGetRows} {
 			if err := supports(node(op, typ)); err != nil {
 				t.Errorf("%v %v: %v", op, typ, err)
