@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gorun-dev/gorun/grammar"
 	"github.com/gorun-dev/gorun/llm"
 )
 
@@ -298,12 +299,9 @@ type ollamaChatResponse struct {
 	*ollamaMetrics
 }
 
-// check refuses what gorun cannot do: a response format (grammars), thinking, more top
-// log-probabilities than ollama allows.
+// check refuses what gorun cannot do: thinking, more top log-probabilities than ollama
+// allows.
 func (c *ollamaCommon) check() *apiError {
-	if f := bytes.TrimSpace(c.Format); len(f) > 0 && string(f) != "null" && string(f) != `""` {
-		return badRequest("format", "format (JSON output) is not supported by this gorun server yet")
-	}
 	if t := bytes.TrimSpace(c.Think); len(t) > 0 && string(t) != "null" && string(t) != "false" {
 		return badRequest("think", "%s does not support thinking", "the model")
 	}
@@ -483,6 +481,11 @@ func (s *Server) ollamaPrepare(c *ollamaCommon) (ollamaRun, *apiError) {
 	if e != nil {
 		return run, e
 	}
+	g, e := ollamaFormat(c.Format)
+	if e != nil {
+		return run, e
+	}
+	run.opts.Sample.Grammar = g
 	run.logprobs = c.Logprobs
 	run.opts.LogProbs = c.Logprobs
 	if c.Logprobs {
@@ -824,4 +827,23 @@ func (s *Server) ollamaEmbeddings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string][]float32{"embedding": vecs[0]})
+}
+
+// ollamaFormat reads ollama's format: "json" (any JSON value, as ollama's JSON mode) or a JSON
+// schema (structured outputs), as a grammar; absent, null or "": none.
+func ollamaFormat(raw json.RawMessage) (*grammar.Grammar, *apiError) {
+	raw = bytes.TrimSpace(raw)
+	switch {
+	case isNull(raw) || string(raw) == `""`:
+		return nil, nil
+	case string(raw) == `"json"`:
+		g, err := jsonObjectGrammar()
+		if err != nil {
+			return nil, &apiError{Status: http.StatusInternalServerError, Message: err.Error(), Type: "server_error"}
+		}
+		return g, nil
+	case raw[0] == '{':
+		return compileSchema("format", raw)
+	}
+	return nil, badRequest("format", "format must be \"json\" or a JSON schema object, not %s", clip(string(raw), maxQuote))
 }

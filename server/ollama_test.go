@@ -233,6 +233,41 @@ func TestOllamaClientEmbed(t *testing.T) {
 	}
 }
 
+// ollama's format: a JSON schema (structured outputs) constrains the answer; "json" is any JSON.
+func TestOllamaClientFormat(t *testing.T) {
+	m := randomModel(t)
+	_, base, _ := start(t, m, Config{})
+	client := ollamaClient(t, base)
+	msgs := []api.Message{{Role: "user", Content: "yes or no?"}}
+	for seed := range 5 {
+		var got strings.Builder
+		req := &api.ChatRequest{Model: "test-model", Messages: msgs, Format: json.RawMessage(`{"type":"boolean"}`),
+			Options: map[string]any{"seed": seed, "temperature": 1, "num_predict": 20}}
+		if err := client.Chat(context.Background(), req, func(r api.ChatResponse) error {
+			got.WriteString(r.Message.Content)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if s := strings.TrimSpace(got.String()); s != "true" && s != "false" {
+			t.Errorf("seed %d: %q is not a JSON boolean", seed, got.String())
+		}
+	}
+	var got strings.Builder
+	stream := false
+	req := &api.ChatRequest{Model: "test-model", Messages: msgs, Format: json.RawMessage(`"json"`), Stream: &stream,
+		Options: map[string]any{"seed": 1, "temperature": 0.5, "num_predict": 12}}
+	if err := client.Chat(context.Background(), req, func(r api.ChatResponse) error {
+		got.WriteString(r.Message.Content)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if s := strings.TrimSpace(got.String()); s == "" || !strings.ContainsAny(s[:1], `{["-0123456789tfn`) {
+		t.Errorf("format json: %q does not start a JSON value", got.String())
+	}
+}
+
 // Requests gorun cannot serve are refused in ollama's error format, naming the problem; the
 // client sees a StatusError with that message.
 func TestOllamaClientErrors(t *testing.T) {
@@ -247,7 +282,8 @@ func TestOllamaClientErrors(t *testing.T) {
 		want   string
 	}{
 		{&api.ChatRequest{Model: "llama3", Messages: msgs}, 404, "not found"},
-		{&api.ChatRequest{Model: "test-model", Messages: msgs, Format: json.RawMessage(`"json"`)}, 400, "format"},
+		{&api.ChatRequest{Model: "test-model", Messages: msgs, Format: json.RawMessage(`"xml"`)}, 400, "format"},
+		{&api.ChatRequest{Model: "test-model", Messages: msgs, Format: json.RawMessage(`{"type":"object","properties":{"a":{"type":"string","pattern":"x+"}}}`)}, 400, "pattern"},
 		{&api.ChatRequest{Model: "test-model", Messages: msgs, Options: map[string]any{"bogus": 1}}, 400, `unknown option "bogus"`},
 		{&api.ChatRequest{Model: "test-model", Messages: msgs, Options: map[string]any{"temperature": "hot"}}, 400, "options.temperature must be a number"},
 		{&api.ChatRequest{Model: "test-model", Messages: msgs, Options: map[string]any{"mirostat": 2}}, 400, "mirostat"},
