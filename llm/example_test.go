@@ -6,30 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 
-	"github.com/gorun-dev/gorun/internal/testmodel"
 	"github.com/gorun-dev/gorun/llm"
 )
-
-// exampleModel writes a tiny random-weight GPT-2 (a real file would be a GPT-2 GGUF from
-// llama.cpp's converter) and returns its path; cleanup removes it.
-func exampleModel() (path string, cleanup func()) {
-	dir, err := os.MkdirTemp("", "gorun-example")
-	if err != nil {
-		log.Fatal(err)
-	}
-	c, _ := testmodel.Preset("tiny")
-	c.NCtx = 256
-	path = filepath.Join(dir, "tiny.gguf")
-	if err := testmodel.Write(path, c); err != nil {
-		log.Fatal(err)
-	}
-	return path, func() { os.RemoveAll(dir) }
-}
 
 // Load a model, open a session and stream a greedy continuation of a prompt.
 func Example() {
