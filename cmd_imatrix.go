@@ -80,6 +80,7 @@ func loadForIMatrix(mf modelFlags, stderr io.Writer) (*llm.Model, int, error) {
 		mf.ctx = defaultIMatrixChunk
 	}
 	mf.batch = max(mf.batch, mf.ctx)
+	mf.ubatch = max(mf.ubatch, mf.batch) // a chunk is one batch
 	m, err := mf.load(stderr)
 	if err != nil && !explicit && errors.Is(err, llm.ErrInvalidOption) {
 		// The default chunk may exceed a small model's context: use the model's.
