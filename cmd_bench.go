@@ -16,6 +16,7 @@ import (
 	"github.com/gorun-dev/gorun/hub"
 	"github.com/gorun-dev/gorun/llm"
 	"github.com/gorun-dev/gorun/models"
+	"github.com/gorun-dev/gorun/quant"
 	"github.com/klauspost/cpuid/v2"
 )
 
@@ -110,6 +111,11 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	output := fs.String("o", "md", "output `FORMAT`: md or json")
 	ngl := fs.Int("ngl", 0, "layers to offload to the GPU (a CUDA build offloads all or none: 99 for all)")
 	fs.IntVar(ngl, "n-gpu-layers", 0, "same as -ngl")
+	var cache modelFlags // only its -ctk/-ctv
+	fs.StringVar(&cache.cacheK, "ctk", "f32", "KV cache `TYPE` of the keys: f32 or f16 (-ctv must match)")
+	fs.StringVar(&cache.cacheK, "cache-type-k", "f32", "same as -ctk")
+	fs.StringVar(&cache.cacheV, "ctv", "f32", "KV cache `TYPE` of the values: f32 or f16")
+	fs.StringVar(&cache.cacheV, "cache-type-v", "f32", "same as -ctv")
 	pos, err := parseFlags(fs, args)
 	switch {
 	case err != nil:
@@ -118,6 +124,10 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		return usageError(fs, stderr, "unexpected argument %q", pos[0])
 	case len(models) == 0:
 		return usageError(fs, stderr, "no model: use -m FILE")
+	}
+	cacheType, err := cache.cacheType()
+	if err != nil {
+		return usageError(fs, stderr, "%v", err)
 	}
 	for i := range models {
 		if err := resolveModel(&models[i], stderr); err != nil {
@@ -148,7 +158,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "| %s | %s: | %s: | %s | %s: | %s: | %s: |\n", strings.Repeat("-", 24), strings.Repeat("-", 9), strings.Repeat("-", 9), strings.Repeat("-", 7), strings.Repeat("-", 6), strings.Repeat("-", 7), strings.Repeat("-", 19))
 	}
 	for i := range models {
-		if err := benchModel(models[i], ths, pps, tgs, *reps, *ngl, *output, stdout, stderr, &results); err != nil {
+		if err := benchModel(models[i], ths, pps, tgs, *reps, *ngl, cacheType, *output, stdout, stderr, &results); err != nil {
 			return err
 		}
 	}
@@ -176,12 +186,12 @@ func (l *modelList) Set(s string) error {
 
 // benchModel runs every test of one model and appends the results (printing the rows of the
 // markdown table as they come).
-func benchModel(path string, ths, pps, tgs []int, reps, ngl int, output string, stdout, stderr io.Writer, results *[]benchResult) error {
+func benchModel(path string, ths, pps, tgs []int, reps, ngl int, cacheType quant.Type, output string, stdout, stderr io.Writer, results *[]benchResult) error {
 	for _, th := range ths {
 		if ngl < 0 {
 			return fmt.Errorf("-ngl %d: the layer count must be >= 0", ngl)
 		}
-		m, err := loadOnDevice(path, llm.Options{Threads: th, GPULayers: ngl, BatchSize: benchBatch}, stderr)
+		m, err := loadOnDevice(path, llm.Options{Threads: th, GPULayers: ngl, BatchSize: benchBatch, CacheType: cacheType}, stderr)
 		if err != nil {
 			return err
 		}
@@ -249,7 +259,7 @@ func benchGenerate(s *llm.Session, toks []int32) error {
 func benchTest(m *llm.Model, test string, n, reps int, f func(*llm.Session, []int32) error) (benchResult, error) {
 	hp := m.Hparams()
 	r := benchResult{BuildCommit: buildCommit(), File: m.Path(), Model: modelLabel(m), Backend: strings.ToUpper(m.Backend().Name()),
-		Threads: m.Threads(), Test: test, CPUInfo: cpuid.CPU.BrandName, Kernels: kernels.Active().String(), TypeK: "f32", TypeV: "f32",
+		Threads: m.Threads(), Test: test, CPUInfo: cpuid.CPU.BrandName, Kernels: kernels.Active().String(), TypeK: m.CacheType().String(), TypeV: m.CacheType().String(),
 		NBatch: benchBatch, NUbatch: benchBatch, CPUMask: "0x0", Poll: 50, SplitMode: "layer", TensorSplit: "0.00", UseMmap: true,
 		Time: time.Now().UTC().Format(time.RFC3339)}
 	for _, t := range m.File().Tensors { // as llama-bench counts: every tensor of the file

@@ -156,7 +156,7 @@ func dashed(name string) string {
 
 // llamaShort are llama.cpp's short options longer than a letter, spelt with one dash.
 var llamaShort = map[string]bool{"ngl": true, "if": true, "cnv": true, "no-cnv": true, "sys": true,
-	"fa": true, "tb": true, "ub": true, "np": true, "sp": true, "hf": true}
+	"fa": true, "tb": true, "ub": true, "np": true, "sp": true, "hf": true, "ctk": true, "ctv": true}
 
 // editDistance is the number of single-byte insertions, deletions, substitutions and swaps of
 // neighbours that turn a into b (the optimal string alignment distance: "tmep" is one from

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gorun-dev/gorun/hub"
 	"github.com/gorun-dev/gorun/llm"
+	"github.com/gorun-dev/gorun/quant"
 )
 
 // modelFlags are the options every command that loads a model shares.
@@ -26,6 +27,8 @@ type modelFlags struct {
 	flashAttn            onOffAuto
 	mlock, noWarmup      bool
 	noMmap               bool
+	// cacheK, cacheV: llama.cpp's -ctk/-ctv (gorun's caches hold one type for both)
+	cacheK, cacheV string
 	// chat is --chat-template / --chat-template-file, for the commands that chat (run,
 	// serve): they register it with registerChatTemplate.
 	chat chatTemplateFlags
@@ -90,6 +93,10 @@ func (m *modelFlags) register(fs interface {
 	fs.Var(&m.flashAttn, "flash-attn", "same as -fa")
 	fs.BoolVar(&m.mlock, "mlock", false, "accepted for llama.cpp's command lines; no effect (the model stays mapped from its file)")
 	fs.BoolVar(&m.noWarmup, "no-warmup", false, "accepted for llama.cpp's command lines; no effect (gorun runs no warm-up)")
+	fs.StringVar(&m.cacheK, "ctk", "f32", "KV cache `TYPE` of the keys: f32 (bit-exact references) or f16 (half the memory; llama.cpp's default); -ctv must match")
+	fs.StringVar(&m.cacheK, "cache-type-k", "f32", "same as -ctk")
+	fs.StringVar(&m.cacheV, "ctv", "f32", "KV cache `TYPE` of the values: f32 or f16, as -ctk")
+	fs.StringVar(&m.cacheV, "cache-type-v", "f32", "same as -ctv")
 	fs.BoolVar(&m.noMmap, "no-mmap", false, "accepted for llama.cpp's command lines; no effect (gorun maps the model as it always does)")
 }
 
@@ -163,9 +170,34 @@ func (m *modelFlags) load(stderr io.Writer) (*llm.Model, error) {
 	if err != nil {
 		return nil, err
 	}
+	ct, err := m.cacheType()
+	if err != nil {
+		return nil, err
+	}
 	opts := llm.Options{Threads: m.threads, ContextLength: m.ctx, BatchSize: min(m.batch, m.ubatch), QuantizedActivations: m.q8act,
-		MemoryLimit: int64(m.mem), GPULayers: m.ngl, ChatTemplate: tmpl}
+		MemoryLimit: int64(m.mem), GPULayers: m.ngl, ChatTemplate: tmpl, CacheType: ct}
 	return loadOnDevice(m.model, opts, stderr)
+}
+
+// cacheType reads -ctk and -ctv: f32 or f16, the same for both.
+func (m *modelFlags) cacheType() (quant.Type, error) {
+	k, v := strings.ToLower(m.cacheK), strings.ToLower(m.cacheV)
+	if k == "" {
+		k = "f32"
+	}
+	if v == "" {
+		v = "f32"
+	}
+	if k != v {
+		return 0, fmt.Errorf("-ctk %s -ctv %s: gorun's KV caches hold one type for keys and values", m.cacheK, m.cacheV)
+	}
+	switch k {
+	case "f32":
+		return quant.F32, nil
+	case "f16":
+		return quant.F16, nil
+	}
+	return 0, fmt.Errorf("-ctk/-ctv %s: KV cache types are f32 and f16 (llama.cpp's quantized caches are not supported)", m.cacheK)
 }
 
 // loadOnDevice loads a model on the device the options ask for. Like llama-cli, a build

@@ -54,6 +54,9 @@ func (c *Cache) Fits(shape Shape) bool {
 	return c != nil && c.Shape == shape && len(c.K) == shape.Layers
 }
 
+// Type is the element type of the keys and values.
+func (c *Cache) Type() quant.Type { return c.K[0].Type }
+
 // Bytes is the memory the cache holds.
 func (c *Cache) Bytes() int { return c.buf.Size }
 

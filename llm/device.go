@@ -56,7 +56,7 @@ func (m *Model) checkSupport(dev backend.Device, given graph.Backend) error {
 
 // planGraph builds the n-token graph on a cache that allocates nothing and checks its nodes.
 func (m *Model) planGraph(supports func(*graph.Tensor) error, n int) error {
-	cache, err := newPlanCache(m.arch, n)
+	cache, err := newPlanCache(m.arch, n, m.cacheType)
 	if err != nil {
 		return err
 	}
@@ -70,11 +70,11 @@ func (m *Model) planGraph(supports func(*graph.Tensor) error, n int) error {
 
 // planRows is planGraph for the batched decode of two sessions.
 func (m *Model) planRows(supports func(*graph.Tensor) error) error {
-	a, err := newPlanCache(m.arch, 1)
+	a, err := newPlanCache(m.arch, 1, m.cacheType)
 	if err != nil {
 		return err
 	}
-	b, _ := newPlanCache(m.arch, 1)
+	b, _ := newPlanCache(m.arch, 1, m.cacheType)
 	ctx := graph.NewContext(m.arch.MaxTensors())
 	step, err := m.arch.BuildRows(ctx, []*kvcache.Cache{a, b})
 	if err != nil {
@@ -92,8 +92,8 @@ func checkNodes(supports func(*graph.Tensor) error, ctx *graph.Context, step mod
 }
 
 // newPlanCache is a KV cache of n positions that takes no memory (on the sizer backend).
-func newPlanCache(arch models.Model, n int) (*kvcache.Cache, error) {
-	return kvcache.New(&sizer{}, arch.Hparams().KVShape(), n, quant.F32)
+func newPlanCache(arch models.Model, n int, typ quant.Type) (*kvcache.Cache, error) {
+	return kvcache.New(&sizer{}, arch.Hparams().KVShape(), n, typ)
 }
 
 // scratchThreads is the number of threads whose scratch memory the estimate counts: the

@@ -99,17 +99,17 @@ func (m *Model) EstimateMemory(nctx int) (MemoryEstimate, error) {
 	if nctx <= 0 {
 		nctx = m.nctx
 	}
-	return estimate(m.file, m.arch, nctx, min(m.nbatch, nctx), max(m.Threads(), 1))
+	return estimate(m.file, m.arch, nctx, min(m.nbatch, nctx), max(m.Threads(), 1), m.cacheType)
 }
 
-func estimate(f *gguf.File, arch models.Model, nctx, nbatch, threads int) (MemoryEstimate, error) {
+func estimate(f *gguf.File, arch models.Model, nctx, nbatch, threads int, cacheType quant.Type) (MemoryEstimate, error) {
 	var e MemoryEstimate
 	for i := range f.Tensors {
 		e.Weights += f.Tensors[i].Size
 	}
 	hp := arch.Hparams()
 	var sz sizer
-	cache, err := kvcache.New(&sz, hp.KVShape(), nctx, quant.F32)
+	cache, err := kvcache.New(&sz, hp.KVShape(), nctx, cacheType)
 	if err != nil {
 		return e, err
 	}
@@ -171,7 +171,7 @@ func (m *Model) checkMemory(limit int64, threads int) error {
 	if limit < 0 {
 		return nil
 	}
-	e, err := estimate(m.file, m.arch, m.nctx, m.nbatch, threads)
+	e, err := estimate(m.file, m.arch, m.nctx, m.nbatch, threads, m.cacheType)
 	if err != nil {
 		return err
 	}

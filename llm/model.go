@@ -26,6 +26,7 @@ import (
 	"github.com/gorun-dev/gorun/graph"
 	"github.com/gorun-dev/gorun/internal/osutil"
 	"github.com/gorun-dev/gorun/models"
+	"github.com/gorun-dev/gorun/quant"
 	"github.com/gorun-dev/gorun/tokenizer"
 )
 
@@ -57,21 +58,27 @@ type Options struct {
 	// Jinja text, or a built-in name (BuiltinChatTemplates: "chatml", "llama3"). It is
 	// compiled when first used (Model.ChatTemplate), so a bad one fails there, naming it.
 	ChatTemplate string
+	// CacheType is the element type of the sessions' KV caches (llama.cpp's -ctk/-ctv): F32
+	// (the zero value: bit-exact references) or F16 (half the memory and the attention's
+	// reading, llama.cpp's default).
+	CacheType quant.Type
 }
 
 // Model is a loaded model: mapped weights, tokenizer and backend. It is safe for concurrent use
 // by several sessions, one goroutine each: their single-token steps are computed together, as
 // the rows of one forward pass per step (continuous batching), and prompts take turns.
 type Model struct {
-	file     *gguf.File
-	path     string
-	arch     models.Model
-	tok      tokenizer.Tokenizer
-	be       graph.Backend
-	ownsBe   bool
-	nctx     int
-	nbatch   int
-	loadTime time.Duration
+	file   *gguf.File
+	path   string
+	arch   models.Model
+	tok    tokenizer.Tokenizer
+	be     graph.Backend
+	ownsBe bool
+	nctx   int
+	// cacheType is the sessions' KV cache element type (Options.CacheType)
+	cacheType quant.Type
+	nbatch    int
+	loadTime  time.Duration
 
 	computeMu   sync.Mutex // one computation at a time on the backend
 	life        lifecycle  // Close waits for computations and refuses new ones
@@ -154,6 +161,9 @@ func newModel(f *gguf.File, opts Options) (*Model, error) {
 	return m, nil
 }
 
+// CacheType is the element type of the sessions' KV caches (Options.CacheType).
+func (m *Model) CacheType() quant.Type { return m.cacheType }
+
 // configure checks the model against its tokenizer and sets the context and batch lengths.
 func (m *Model) configure(hp models.Hparams, opts Options) error {
 	if hp.NVocab != m.tok.VocabSize() {
@@ -171,6 +181,12 @@ func (m *Model) configure(hp models.Hparams, opts Options) error {
 		m.nbatch = opts.BatchSize
 	}
 	m.nbatch = min(m.nbatch, m.nctx)
+	switch opts.CacheType {
+	case quant.F32, quant.F16:
+		m.cacheType = opts.CacheType
+	default:
+		return fmt.Errorf("%w: KV cache type %v (gorun's caches are f32 or f16)", ErrInvalidOption, opts.CacheType)
+	}
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"math"
 
 	"github.com/gorun-dev/gorun/kvcache"
+	"github.com/gorun-dev/gorun/quant"
 )
 
 // Saved sessions: a header, the tokens, the cache rows of the evaluated tokens, and a CRC-32
@@ -52,7 +53,7 @@ func (s *Session) Save(w io.Writer) error {
 	put(s.m.Fingerprint())
 	put(uint32(hp.NLayer))
 	put(uint32(hp.KVShape().Width)) // values per cache row (n_embd for GPT-2)
-	put(uint32(0))                  // F32
+	put(uint32(s.cache.Type()))     // ggml's type id: 0 F32, 1 F16
 	put(uint32(len(s.tokens)))
 	put(uint32(s.npast))
 	put(s.tokens)
@@ -105,8 +106,10 @@ func (m *Model) LoadSession(r io.Reader) (*Session, error) {
 		return nil, bad("not a saved gorun session")
 	case hdr.Version != sessionVersion:
 		return nil, bad("version %d (this gorun reads version %d)", hdr.Version, sessionVersion)
-	case hdr.Layers != uint32(hp.NLayer) || hdr.Embd != uint32(hp.KVShape().Width) || hdr.CacheType != 0:
+	case hdr.Layers != uint32(hp.NLayer) || hdr.Embd != uint32(hp.KVShape().Width):
 		return nil, fmt.Errorf("%w: it has %d layers of %d, the model %d of %d", ErrSessionMismatch, hdr.Layers, hdr.Embd, hp.NLayer, hp.KVShape().Width)
+	case hdr.CacheType != uint32(m.cacheType):
+		return nil, fmt.Errorf("%w: its KV cache holds %v values, the model's sessions %v (Options.CacheType)", ErrSessionMismatch, quant.Type(hdr.CacheType), m.cacheType)
 	case hdr.Fingerprint != m.Fingerprint():
 		return nil, fmt.Errorf("%w: it was saved with other weights", ErrSessionMismatch)
 	case hdr.Evaluated > hdr.Tokens:
@@ -161,14 +164,22 @@ func (m *Model) LoadSession(r io.Reader) (*Session, error) {
 }
 
 // checkFiniteCache reports the first NaN or infinity in the keys and values of the first n tokens
-// (an F32 cache, the only type saved sessions hold): attention over one turns every later
-// logit into NaN.
+// (f32 or f16 values): attention over one turns every later logit into NaN.
 func checkFiniteCache(c *kvcache.Cache, n int) error {
+	es := 4
+	if c.Type() == quant.F16 {
+		es = 2
+	}
 	for l := range c.K {
 		for _, v := range []bool{false, true} {
 			rows := c.HostRows(l, v, n)
-			for i := 0; i+4 <= len(rows); i += 4 {
-				x := float64(math.Float32frombits(binary.LittleEndian.Uint32(rows[i:])))
+			for i := 0; i+es <= len(rows); i += es {
+				var x float64
+				if es == 2 {
+					x = float64(quant.F16ToF32(binary.LittleEndian.Uint16(rows[i:])))
+				} else {
+					x = float64(math.Float32frombits(binary.LittleEndian.Uint32(rows[i:])))
+				}
 				if math.IsNaN(x) || math.IsInf(x, 0) {
 					what := "keys"
 					if v {

@@ -90,7 +90,7 @@ func (m *Model) NewSession() (*Session, error) {
 	}
 	defer m.exit()
 	hp := m.arch.Hparams()
-	cache, err := kvcache.New(m.be, hp.KVShape(), m.nctx, quant.F32)
+	cache, err := kvcache.New(m.be, hp.KVShape(), m.nctx, m.cacheType)
 	if err != nil {
 		return nil, err
 	}
