@@ -1,0 +1,81 @@
+//go:build amd64 && !purego
+
+package kernels
+
+import (
+	"github.com/gorun-dev/gorun/quant"
+	"github.com/klauspost/cpuid/v2"
+)
+
+//go:noescape
+func intTile4VNNI(tq *byte, td *float32, nb uintptr, x *byte, xs uintptr, xd *float32, xc *int32, ds uintptr, out *float32, os uintptr)
+
+//go:noescape
+func intRowsQ8_0x4VNNI(x *byte, xd *float32, xc *int32, w *byte, ws, nb uintptr, out *[4]float32)
+
+//go:noescape
+func intRowsQ4_0x4VNNI(x *byte, xd *float32, xc *int32, w *byte, ws, nb uintptr, out *[4]float32)
+
+var (
+	intQ8_0VNNI = IntKernel{Off: 128, Repack: repackQ8_0, Tile: intTile4VNNIGo,
+		Rows: intRowsVNNI(intRowsQ8_0x4VNNI, quant.SizeQ8_0, intQ8_0Generic.Rows)}
+	intQ4_0VNNI = IntKernel{Off: 8, Repack: repackQ4_0, Tile: intTile4VNNIGo,
+		Rows: intRowsVNNI(intRowsQ4_0x4VNNI, quant.SizeQ4_0, intQ4_0Generic.Rows)}
+)
+
+// useVNNI installs the AVX-512 VNNI integer kernels where the CPU has them.
+func useVNNI() {
+	if cpuid.CPU.Supports(cpuid.AVX512VNNI) {
+		intKernels[quant.Q8_0] = &intQ8_0VNNI
+		intKernels[quant.Q4_0] = &intQ4_0VNNI
+	}
+}
+
+// intRowsVNNI runs kern on whole groups of four weight rows and generic on the rest (the same
+// arithmetic, so the same bits).
+func intRowsVNNI(kern func(x *byte, xd *float32, xc *int32, w *byte, ws, nb uintptr, out *[4]float32), size int,
+	generic func(a *IntAct, m int, w []byte, ws int, out []float32)) func(a *IntAct, m int, w []byte, ws int, out []float32) {
+	return func(a *IntAct, m int, w []byte, ws int, out []float32) {
+		nb := a.K / 32
+		n4 := len(out) &^ 3
+		if nb == 0 {
+			clear(out)
+			return
+		}
+		_ = a.Q[(m+1)*a.K-1]
+		_ = a.D[(m+1)*nb-1]
+		_ = a.C[(m+1)*nb-1]
+		for r := 0; r < n4; r += 4 {
+			checkRows(w[r*ws:], ws, nb*size)
+			intRowsQ8Call(kern, a, m, nb, w[r*ws:], ws, (*[4]float32)(out[r:r+4]))
+		}
+		if n4 < len(out) {
+			generic(a, m, w[n4*ws:], ws, out[n4:])
+		}
+	}
+}
+
+func intRowsQ8Call(kern func(x *byte, xd *float32, xc *int32, w *byte, ws, nb uintptr, out *[4]float32),
+	a *IntAct, m, nb int, w []byte, ws int, out *[4]float32) {
+	kern(&a.Q[m*a.K], &a.D[m*nb], &a.C[m*nb], &w[0], uintptr(ws), uintptr(nb), out)
+}
+
+// intTile4VNNIGo is IntKernel.Tile on intTile4VNNI, after checking every range it reads and
+// writes.
+func intTile4VNNIGo(t *IntTile, a *IntAct, m int, out []float32, os int) {
+	nb := a.K / 32
+	if len(t.D) != nb*16 || len(t.Q) != nb*512 {
+		panic("kernels: integer tile and activations of different lengths")
+	}
+	_ = out[3*os+15]
+	if nb == 0 {
+		for i := range 4 {
+			clear(out[i*os : i*os+16])
+		}
+		return
+	}
+	_ = a.Q[(m+4)*a.K-1]
+	_ = a.D[(m+4)*nb-1]
+	_ = a.C[(m+4)*nb-1]
+	intTile4VNNI(&t.Q[0], &t.D[0], uintptr(nb), &a.Q[m*a.K], uintptr(a.K), &a.D[m*nb], &a.C[m*nb], uintptr(4*nb), &out[0], uintptr(4*os))
+}
