@@ -47,6 +47,13 @@ func (a *IntAct) Size(m, k int) {
 	a.Q, a.D, a.C = a.Q[:m*k], a.D[:m*nb], a.C[:m*nb]
 }
 
+// View returns the first m rows of k values of a's memory (sized by Size for at least m*k
+// values), without allocating.
+func (a *IntAct) View(m, k int) IntAct {
+	nb := k / 32
+	return IntAct{K: k, Q: a.Q[:m*k], D: a.D[:m*nb], C: a.C[:m*nb]}
+}
+
 // Pack stores row m from its Q8_0 encoding q8 (as quant's reference quantizer writes it), with
 // the corrections for a weight type of unsigned offset off (IntKernel.Off).
 func (a *IntAct) Pack(m int, q8 []byte, off int32) {
