@@ -55,6 +55,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	output := fs.String("o", "md", "output format: md or json")
 	ngl := fs.Int("ngl", 0, "layers to offload to the GPU (a CUDA build offloads all or none: 99 for all)")
 	fs.IntVar(ngl, "n-gpu-layers", 0, "same as -ngl")
+	qact := fs.Bool("quantized-activations", false, "quantize activations to 8 bits for quantized weights (ggml's integer path) instead of float32")
 	pos, err := parseFlags(fs, args)
 	switch {
 	case err != nil:
@@ -93,7 +94,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "| %s | %s: | %s: | %s | %s: | %s: | %s: |\n", strings.Repeat("-", 24), strings.Repeat("-", 9), strings.Repeat("-", 9), strings.Repeat("-", 7), strings.Repeat("-", 6), strings.Repeat("-", 7), strings.Repeat("-", 19))
 	}
 	for i := range models {
-		if err := benchModel(models[i], ths, pps, tgs, *reps, *ngl, *output, stdout, stderr, &results); err != nil {
+		if err := benchModel(models[i], ths, pps, tgs, *reps, *ngl, *qact, *output, stdout, stderr, &results); err != nil {
 			return err
 		}
 	}
@@ -120,12 +121,12 @@ func (l *modelList) Set(s string) error {
 
 // benchModel runs every test of one model and appends the results (printing the rows of the
 // markdown table as they come).
-func benchModel(path string, ths, pps, tgs []int, reps, ngl int, output string, stdout, stderr io.Writer, results *[]benchResult) error {
+func benchModel(path string, ths, pps, tgs []int, reps, ngl int, qact bool, output string, stdout, stderr io.Writer, results *[]benchResult) error {
 	for _, th := range ths {
 		if ngl < 0 {
 			return fmt.Errorf("-ngl %d: the layer count must be >= 0", ngl)
 		}
-		m, err := loadOnDevice(path, llm.Options{Threads: th, GPULayers: ngl}, stderr)
+		m, err := loadOnDevice(path, llm.Options{Threads: th, GPULayers: ngl, QuantizedActivations: qact}, stderr)
 		if err != nil {
 			return err
 		}

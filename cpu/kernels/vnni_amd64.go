@@ -16,10 +16,16 @@ func intRowsQ8_0x4VNNI(x *byte, xd *float32, xc *int32, w *byte, ws, nb uintptr,
 //go:noescape
 func intRowsQ4_0x4VNNI(x *byte, xd *float32, xc *int32, w *byte, ws, nb uintptr, out *[4]float32)
 
+//go:noescape
+func repackQ8_0x16VNNI(tq *byte, w *byte, ws, nb uintptr, idx *[6][16]int32)
+
+//go:noescape
+func repackQ4_0x16VNNI(tq *byte, w *byte, ws, nb uintptr, idx *[6][16]int32)
+
 var (
-	intQ8_0VNNI = IntKernel{Off: 128, Repack: repackQ8_0, Tile: intTile4VNNIGo,
+	intQ8_0VNNI = IntKernel{Off: 128, Repack: repackVNNI(repackQ8_0x16VNNI, quant.SizeQ8_0, repackQ8_0), Tile: intTile4VNNIGo,
 		Rows: intRowsVNNI(intRowsQ8_0x4VNNI, quant.SizeQ8_0, intQ8_0Generic.Rows)}
-	intQ4_0VNNI = IntKernel{Off: 8, Repack: repackQ4_0, Tile: intTile4VNNIGo,
+	intQ4_0VNNI = IntKernel{Off: 8, Repack: repackVNNI(repackQ4_0x16VNNI, quant.SizeQ4_0, repackQ4_0), Tile: intTile4VNNIGo,
 		Rows: intRowsVNNI(intRowsQ4_0x4VNNI, quant.SizeQ4_0, intQ4_0Generic.Rows)}
 )
 
@@ -78,4 +84,41 @@ func intTile4VNNIGo(t *IntTile, a *IntAct, m int, out []float32, os int) {
 	_ = a.D[(m+4)*nb-1]
 	_ = a.C[(m+4)*nb-1]
 	intTile4VNNI(&t.Q[0], &t.D[0], uintptr(nb), &a.Q[m*a.K], uintptr(a.K), &a.D[m*nb], &a.C[m*nb], uintptr(4*nb), &out[0], uintptr(4*os))
+}
+
+// transposeIdx are the VPERMT2D index vectors of the repack kernels' three rounds (see
+// TRANSPOSE16): entries 0..15 pick from the first register, 16..31 from the second.
+var transposeIdx = func() (t [6][16]int32) {
+	for k := range 16 {
+		g, i := k/4, k%4 // round 1: (rows 2p, 2p+1 | rows 2p+2, 2p+3) -> 4 rows x 4 groups
+		t[0][k] = int32(8*(i%2) + 16*(i/2) + g)
+		t[1][k] = t[0][k] + 4
+		g, j := k/8, k%8 // round 2: (rows 0-3 | rows 4-7), 4 groups -> 8 rows x 2 groups
+		t[2][k] = int32(4*g + j%4 + 16*(j/4))
+		t[3][k] = t[2][k] + 8
+		t[4][k] = int32(k%8 + 16*(k/8)) // round 3: (rows 0-7 | rows 8-15), 2 groups -> 16 rows
+		t[5][k] = t[4][k] + 8
+	}
+	return t
+}()
+
+// repackVNNI repacks whole tiles of 16 rows with kern (the scales in Go) and partial ones with
+// generic.
+func repackVNNI(kern func(tq *byte, w *byte, ws, nb uintptr, idx *[6][16]int32), size int,
+	generic func(t *IntTile, w []byte, ws, n int)) func(t *IntTile, w []byte, ws, n int) {
+	return func(t *IntTile, w []byte, ws, n int) {
+		nb := len(t.D) / 16
+		if n != IntTileRows || nb == 0 {
+			generic(t, w, ws, n)
+			return
+		}
+		_ = t.Q[nb*512-1]
+		for r := range IntTileRows {
+			row := w[r*ws : r*ws+nb*size]
+			for b := range nb {
+				t.D[b*16+r] = quant.F16ToF32(uint16(row[b*size]) | uint16(row[b*size+1])<<8)
+			}
+		}
+		kern(&t.Q[0], &w[0], uintptr(ws), uintptr(nb), &transposeIdx)
+	}
 }

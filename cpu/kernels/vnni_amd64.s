@@ -55,6 +55,72 @@
 	VINSERTI128  $1, XT, Y, Y ; \
 	VPAND        Y15, Y, Y
 
+// Repacking 16 weight rows into an IntTile (intdot.go), one block at a time: Z0..Z7 hold the
+// unsigned quants of row pairs (Zp = row 2p's 8 dwords, then row 2p+1's), TRANSPOSE16 turns
+// them into Z8..Z15 = dword g of rows 0..15 for g = 0..7 (three rounds of VPERMT2D over
+// pairs of registers; Z24..Z29 hold the index vectors), and STORE8 writes those to (DI).
+
+#define PERM2(a, b, idx, dst) \
+	VMOVDQA64 a, dst ; \
+	VPERMT2D  b, idx, dst
+
+#define TRANSPOSE16 \
+	PERM2(Z0, Z1, Z24, Z8)  ; PERM2(Z0, Z1, Z25, Z9)  ; \
+	PERM2(Z2, Z3, Z24, Z10) ; PERM2(Z2, Z3, Z25, Z11) ; \
+	PERM2(Z4, Z5, Z24, Z12) ; PERM2(Z4, Z5, Z25, Z13) ; \
+	PERM2(Z6, Z7, Z24, Z14) ; PERM2(Z6, Z7, Z25, Z15) ; \
+	PERM2(Z8, Z10, Z26, Z0) ; PERM2(Z8, Z10, Z27, Z1) ; \
+	PERM2(Z9, Z11, Z26, Z2) ; PERM2(Z9, Z11, Z27, Z3) ; \
+	PERM2(Z12, Z14, Z26, Z4) ; PERM2(Z12, Z14, Z27, Z5) ; \
+	PERM2(Z13, Z15, Z26, Z6) ; PERM2(Z13, Z15, Z27, Z7) ; \
+	PERM2(Z0, Z4, Z28, Z8)  ; PERM2(Z0, Z4, Z29, Z9)  ; \
+	PERM2(Z1, Z5, Z28, Z10) ; PERM2(Z1, Z5, Z29, Z11) ; \
+	PERM2(Z2, Z6, Z28, Z12) ; PERM2(Z2, Z6, Z29, Z13) ; \
+	PERM2(Z3, Z7, Z28, Z14) ; PERM2(Z3, Z7, Z29, Z15)
+
+#define STORE8 \
+	VMOVDQU32 Z8, (DI)     ; VMOVDQU32 Z9, 64(DI)   ; \
+	VMOVDQU32 Z10, 128(DI) ; VMOVDQU32 Z11, 192(DI) ; \
+	VMOVDQU32 Z12, 256(DI) ; VMOVDQU32 Z13, 320(DI) ; \
+	VMOVDQU32 Z14, 384(DI) ; VMOVDQU32 Z15, 448(DI)
+
+// Rows 4k..4k+3 of the 16 are at base (SI, R12, R13, BX for k = 0..3) + 0, R8, 2*R8, R9.
+#define REPACKARGS \
+	MOVQ tq+0(FP), DI ; \
+	MOVQ w+8(FP), SI ; \
+	MOVQ ws+16(FP), R8 ; \
+	MOVQ nb+24(FP), CX ; \
+	MOVQ idx+32(FP), AX ; \
+	VMOVDQU32 (AX), Z24 ; \
+	VMOVDQU32 64(AX), Z25 ; \
+	VMOVDQU32 128(AX), Z26 ; \
+	VMOVDQU32 192(AX), Z27 ; \
+	VMOVDQU32 256(AX), Z28 ; \
+	VMOVDQU32 320(AX), Z29 ; \
+	LEAQ (R8)(R8*2), R9 ; \
+	LEAQ (SI)(R8*4), R12 ; \
+	LEAQ (R12)(R8*4), R13 ; \
+	LEAQ (R13)(R8*4), BX
+
+// Q8PAIR loads the quants of rows at a and b into Z, sign bits flipped (Z30: 0x80 bytes).
+#define Q8PAIR(a, b, Y, Z) \
+	VMOVDQU      a, Y ; \
+	VINSERTI64X4 $1, b, Z, Z ; \
+	VPXORD       Z30, Z, Z
+
+// Q4ROW loads a Q4_0 block's 16 bytes at a as its 32 nibbles in element order (masked later).
+#define Q4ROW(a, X, Y) \
+	VMOVDQU     a, X ; \
+	VPSRLW      $4, X, X15 ; \
+	VINSERTI128 $1, X15, Y, Y
+
+// Q4PAIR: rows at a and b into Z (Z30: 0x0f bytes; Y14, X15 scratch).
+#define Q4PAIR(a, b, X, Y, Z) \
+	Q4ROW(a, X, Y) ; \
+	Q4ROW(b, X14, Y14) ; \
+	VINSERTI64X4 $1, Y14, Z, Z ; \
+	VPANDD       Z30, Z, Z
+
 // func intTile4VNNI(tq *byte, td *float32, nb uintptr, x *byte, xs uintptr, xd *float32, xc *int32, ds uintptr, out *float32, os uintptr)
 // Four activation rows (xs bytes apart; scales and corrections ds bytes apart) times the 16
 // rows of a repacked tile; out rows os bytes apart, 16 float32 each.
@@ -191,5 +257,59 @@ q4loop:
 	DECQ CX
 	JNZ  q4loop
 	VMOVUPS X0, (DX)
+	VZEROUPPER
+	RET
+
+// func repackQ8_0x16VNNI(tq *byte, w *byte, ws, nb uintptr, idx *[6][16]int32)
+TEXT ·repackQ8_0x16VNNI(SB), NOSPLIT, $0-40
+	REPACKARGS
+	MOVL $0x80808080, AX
+	VPBROADCASTD AX, Z30
+
+rq8loop:
+	Q8PAIR(2(SI), 2(SI)(R8*1), Y0, Z0)
+	Q8PAIR(2(SI)(R8*2), 2(SI)(R9*1), Y1, Z1)
+	Q8PAIR(2(R12), 2(R12)(R8*1), Y2, Z2)
+	Q8PAIR(2(R12)(R8*2), 2(R12)(R9*1), Y3, Z3)
+	Q8PAIR(2(R13), 2(R13)(R8*1), Y4, Z4)
+	Q8PAIR(2(R13)(R8*2), 2(R13)(R9*1), Y5, Z5)
+	Q8PAIR(2(BX), 2(BX)(R8*1), Y6, Z6)
+	Q8PAIR(2(BX)(R8*2), 2(BX)(R9*1), Y7, Z7)
+	TRANSPOSE16
+	STORE8
+	ADDQ $34, SI
+	ADDQ $34, R12
+	ADDQ $34, R13
+	ADDQ $34, BX
+	ADDQ $512, DI
+	DECQ CX
+	JNZ  rq8loop
+	VZEROUPPER
+	RET
+
+// func repackQ4_0x16VNNI(tq *byte, w *byte, ws, nb uintptr, idx *[6][16]int32)
+TEXT ·repackQ4_0x16VNNI(SB), NOSPLIT, $0-40
+	REPACKARGS
+	MOVL $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Z30
+
+rq4loop:
+	Q4PAIR(2(SI), 2(SI)(R8*1), X0, Y0, Z0)
+	Q4PAIR(2(SI)(R8*2), 2(SI)(R9*1), X1, Y1, Z1)
+	Q4PAIR(2(R12), 2(R12)(R8*1), X2, Y2, Z2)
+	Q4PAIR(2(R12)(R8*2), 2(R12)(R9*1), X3, Y3, Z3)
+	Q4PAIR(2(R13), 2(R13)(R8*1), X4, Y4, Z4)
+	Q4PAIR(2(R13)(R8*2), 2(R13)(R9*1), X5, Y5, Z5)
+	Q4PAIR(2(BX), 2(BX)(R8*1), X6, Y6, Z6)
+	Q4PAIR(2(BX)(R8*2), 2(BX)(R9*1), X7, Y7, Z7)
+	TRANSPOSE16
+	STORE8
+	ADDQ $18, SI
+	ADDQ $18, R12
+	ADDQ $18, R13
+	ADDQ $18, BX
+	ADDQ $512, DI
+	DECQ CX
+	JNZ  rq4loop
 	VZEROUPPER
 	RET
