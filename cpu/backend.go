@@ -56,9 +56,9 @@ type threadScratch struct {
 	rope      []float32 // cosines and sines of one row's RoPE angles
 	ropeFreqs []float64 // RoPE's angle per position of each pair
 	o4        [4]float32
-	iact      kernels.IntAct  // this thread's view of the backend's iact for the current matmul
-	itile     kernels.IntTile // weight rows repacked for the integer tile kernel
-	o64       [4 * kernels.IntTileRows]float32
+	iact      kernels.IntAct                   // this thread's view of the backend's iact for the current matmul
+	itile     kernels.IntTile                  // weight rows repacked for the integer tile kernel
+	o128      [8 * kernels.IntTileRows]float32 // a partial integer tile's results
 }
 
 // New starts a backend with the given number of threads (<= 0: one per physical core).

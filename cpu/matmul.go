@@ -172,11 +172,14 @@ func (b *Backend) mulMatQuantized(n *graph.Tensor, ctr *atomic.Int64, ith, nth i
 	}
 	lo, hi := split(M, ith, nth)
 	for m := lo; m < hi; m++ {
-		if err := vf.Quantize(xq[m*rs:(m+1)*rs], x.F32Row(m)); err != nil {
-			b.fail(fmt.Errorf("mul_mat %q: activations: %w", w.Name, err))
-		}
+		var err error
 		if ik != nil {
-			s.iact.Pack(m, xq[m*rs:(m+1)*rs], ik.Off)
+			err = kernels.QuantizeAct(&s.iact, m, x.F32Row(m), ik.Off)
+		} else {
+			err = vf.Quantize(xq[m*rs:(m+1)*rs], x.F32Row(m))
+		}
+		if err != nil {
+			b.fail(fmt.Errorf("mul_mat %q: activations: %w", w.Name, err))
 		}
 	}
 	b.bar.wait()
@@ -235,7 +238,6 @@ func (b *Backend) mulMatInt(n *graph.Tensor, ctr *atomic.Int64, s *threadScratch
 	}
 	t := &s.itile
 	t.Size(K)
-	m4 := M &^ 3
 	for {
 		lo := int(ctr.Add(1)-1) * kernels.IntTileRows
 		if lo >= N {
@@ -244,18 +246,28 @@ func (b *Backend) mulMatInt(n *graph.Tensor, ctr *atomic.Int64, s *threadScratch
 		hi := min(N, lo+kernels.IntTileRows)
 		wr := rows(lo, hi)
 		ik.Repack(t, wr, ws, hi-lo)
-		for m := 0; m < m4; m += 4 {
-			if hi-lo == kernels.IntTileRows {
-				ik.Tile(t, &s.iact, m, out[m*N+lo:], N)
-				continue
-			}
-			ik.Tile(t, &s.iact, m, s.o64[:], kernels.IntTileRows)
-			for i := range 4 {
-				copy(out[(m+i)*N+lo:(m+i)*N+hi], s.o64[i*kernels.IntTileRows:])
-			}
+		m := 0
+		for ; m+8 <= M; m += 8 {
+			intTile(ik.Tile8, 8, t, s, m, out, N, lo, hi)
 		}
-		for m := m4; m < M; m++ {
+		for ; m+4 <= M; m += 4 {
+			intTile(ik.Tile, 4, t, s, m, out, N, lo, hi)
+		}
+		for ; m < M; m++ {
 			ik.Rows(&s.iact, m, wr, ws, out[m*N+lo:m*N+hi])
 		}
+	}
+}
+
+// intTile runs a tile kernel of rows activation rows from m on the weight rows lo..hi
+// repacked in t, through the thread's scratch when the tile is partial.
+func intTile(tile func(*kernels.IntTile, *kernels.IntAct, int, []float32, int), rows int, t *kernels.IntTile, s *threadScratch, m int, out []float32, N, lo, hi int) {
+	if hi-lo == kernels.IntTileRows {
+		tile(t, &s.iact, m, out[m*N+lo:], N)
+		return
+	}
+	tile(t, &s.iact, m, s.o128[:], kernels.IntTileRows)
+	for i := range rows {
+		copy(out[(m+i)*N+lo:(m+i)*N+hi], s.o128[i*kernels.IntTileRows:])
 	}
 }

@@ -72,6 +72,55 @@ func (a *IntAct) Pack(m int, q8 []byte, off int32) {
 	}
 }
 
+// QuantizeAct quantizes the float32 row x (len a.K) into row m of a as ggml's reference Q8_0
+// quantizer does (d = amax/127 stored as a half, q = x*(1/d) rounded half away from zero),
+// with the corrections for a weight type of unsigned offset off. Non-finite values are an
+// error, as quant's quantizers make them.
+var QuantizeAct func(a *IntAct, m int, x []float32, off int32) error
+
+// quantizeActGeneric is QuantizeAct in Go.
+func quantizeActGeneric(a *IntAct, m int, x []float32, off int32) error {
+	nb := a.K / 32
+	q := a.Q[m*a.K : (m+1)*a.K]
+	d, c := a.D[m*nb:(m+1)*nb], a.C[m*nb:(m+1)*nb]
+	x = x[:a.K]
+	for b := range nb {
+		xb := x[b*32 : b*32+32]
+		var amax float32
+		for _, v := range xb {
+			if math.Float32bits(v)&0x7f800000 == 0x7f800000 {
+				return quant.CheckFinite(x)
+			}
+			amax = max(amax, float32(math.Abs(float64(v))))
+		}
+		db := amax / 127
+		var id float32
+		if db != 0 {
+			id = 1 / db
+		}
+		d[b] = quant.F16ToF32(quant.F32ToF16(db))
+		var sum int32
+		for j, v := range xb {
+			t := roundHalfAway(float32(v * id))
+			q[b*32+j] = byte(int8(t))
+			sum += t
+		}
+		c[b] = -off * sum
+	}
+	return nil
+}
+
+// roundHalfAway is C's roundf for the small values quantization makes (|f| < 2^31).
+func roundHalfAway(f float32) int32 {
+	t := int32(f)
+	if d := f - float32(t); d >= 0.5 {
+		t++
+	} else if d <= -0.5 {
+		t--
+	}
+	return t
+}
+
 // IntTile is up to IntTileRows weight rows repacked for the tile kernel: for block b, the
 // unsigned quants of row r, elements 4g..4g+3, at Q[b*512+g*64+r*4:][:4] (so one 64-byte load
 // holds the same four elements of all 16 rows), and the rows' scales at D[b*16+r]. Missing
@@ -109,6 +158,9 @@ type IntKernel struct {
 	// Tile sets out[i*os+r] to the dot product of activation row m+i of a with row r of t,
 	// for i < 4 and r < IntTileRows; nil where the tier has no tile kernel (then Rows serves).
 	Tile func(t *IntTile, a *IntAct, m int, out []float32, os int)
+
+	// Tile8 is Tile for eight activation rows (i < 8); nil where Tile is.
+	Tile8 func(t *IntTile, a *IntAct, m int, out []float32, os int)
 }
 
 // intKernels[t] is the active tier's integer path for weight type t, nil where there is none.
@@ -132,6 +184,7 @@ func useIntGeneric() {
 	clear(intKernels[:])
 	intKernels[quant.Q8_0] = &intQ8_0Generic
 	intKernels[quant.Q4_0] = &intQ4_0Generic
+	QuantizeAct = quantizeActGeneric
 }
 
 // q8_0Values writes the 32 integer values of a Q8_0 block.

@@ -3,6 +3,8 @@
 package kernels
 
 import (
+	"math"
+
 	"github.com/gorun-dev/gorun/quant"
 	"github.com/klauspost/cpuid/v2"
 )
@@ -11,21 +13,27 @@ import (
 func intTile4VNNI(tq *byte, td *float32, nb uintptr, x *byte, xs uintptr, xd *float32, xc *int32, ds uintptr, out *float32, os uintptr)
 
 //go:noescape
+func intTile8VNNI(tq *byte, td *float32, nb uintptr, x *byte, xs uintptr, xd *float32, xc *int32, ds uintptr, out *float32, os uintptr)
+
+//go:noescape
 func intRowsQ8_0x4VNNI(x *byte, xd *float32, xc *int32, w *byte, ws, nb uintptr, out *[4]float32)
 
 //go:noescape
 func intRowsQ4_0x4VNNI(x *byte, xd *float32, xc *int32, w *byte, ws, nb uintptr, out *[4]float32)
 
 //go:noescape
-func repackQ8_0x16VNNI(tq *byte, w *byte, ws, nb uintptr, idx *[6][16]int32)
+func repackQ8_0x16VNNI(tq *byte, td *float32, w *byte, ws, nb uintptr, idx *[6][16]int32, offs *[16]int32)
 
 //go:noescape
-func repackQ4_0x16VNNI(tq *byte, w *byte, ws, nb uintptr, idx *[6][16]int32)
+func repackQ4_0x16VNNI(tq *byte, td *float32, w *byte, ws, nb uintptr, idx *[6][16]int32, offs *[16]int32)
+
+//go:noescape
+func quantActVNNI(x *float32, nb uintptr, q *byte, d *float32, c *int32, off int32) (bad uint16)
 
 var (
-	intQ8_0VNNI = IntKernel{Off: 128, Repack: repackVNNI(repackQ8_0x16VNNI, quant.SizeQ8_0, repackQ8_0), Tile: intTile4VNNIGo,
+	intQ8_0VNNI = IntKernel{Off: 128, Repack: repackVNNI(repackQ8_0x16VNNI, quant.SizeQ8_0, repackQ8_0), Tile: intTileVNNI(intTile4VNNI, 4), Tile8: intTileVNNI(intTile8VNNI, 8),
 		Rows: intRowsVNNI(intRowsQ8_0x4VNNI, quant.SizeQ8_0, intQ8_0Generic.Rows)}
-	intQ4_0VNNI = IntKernel{Off: 8, Repack: repackVNNI(repackQ4_0x16VNNI, quant.SizeQ4_0, repackQ4_0), Tile: intTile4VNNIGo,
+	intQ4_0VNNI = IntKernel{Off: 8, Repack: repackVNNI(repackQ4_0x16VNNI, quant.SizeQ4_0, repackQ4_0), Tile: intTileVNNI(intTile4VNNI, 4), Tile8: intTileVNNI(intTile8VNNI, 8),
 		Rows: intRowsVNNI(intRowsQ4_0x4VNNI, quant.SizeQ4_0, intQ4_0Generic.Rows)}
 )
 
@@ -34,6 +42,7 @@ func useVNNI() {
 	if cpuid.CPU.Supports(cpuid.AVX512VNNI) {
 		intKernels[quant.Q8_0] = &intQ8_0VNNI
 		intKernels[quant.Q4_0] = &intQ4_0VNNI
+		QuantizeAct = quantizeActVNNI
 	}
 }
 
@@ -66,24 +75,27 @@ func intRowsQ8Call(kern func(x *byte, xd *float32, xc *int32, w *byte, ws, nb ui
 	kern(&a.Q[m*a.K], &a.D[m*nb], &a.C[m*nb], &w[0], uintptr(ws), uintptr(nb), out)
 }
 
-// intTile4VNNIGo is IntKernel.Tile on intTile4VNNI, after checking every range it reads and
-// writes.
-func intTile4VNNIGo(t *IntTile, a *IntAct, m int, out []float32, os int) {
-	nb := a.K / 32
-	if len(t.D) != nb*16 || len(t.Q) != nb*512 {
-		panic("kernels: integer tile and activations of different lengths")
-	}
-	_ = out[3*os+15]
-	if nb == 0 {
-		for i := range 4 {
-			clear(out[i*os : i*os+16])
+// intTileVNNI wraps the tile kernel of rows activation rows, after checking every range it
+// reads and writes.
+func intTileVNNI(kern func(tq *byte, td *float32, nb uintptr, x *byte, xs uintptr, xd *float32, xc *int32, ds uintptr, out *float32, os uintptr),
+	rows int) func(t *IntTile, a *IntAct, m int, out []float32, os int) {
+	return func(t *IntTile, a *IntAct, m int, out []float32, os int) {
+		nb := a.K / 32
+		if len(t.D) != nb*16 || len(t.Q) != nb*512 {
+			panic("kernels: integer tile and activations of different lengths")
 		}
-		return
+		_ = out[(rows-1)*os+15]
+		if nb == 0 {
+			for i := range rows {
+				clear(out[i*os : i*os+16])
+			}
+			return
+		}
+		_ = a.Q[(m+rows)*a.K-1]
+		_ = a.D[(m+rows)*nb-1]
+		_ = a.C[(m+rows)*nb-1]
+		kern(&t.Q[0], &t.D[0], uintptr(nb), &a.Q[m*a.K], uintptr(a.K), &a.D[m*nb], &a.C[m*nb], uintptr(4*nb), &out[0], uintptr(4*os))
 	}
-	_ = a.Q[(m+4)*a.K-1]
-	_ = a.D[(m+4)*nb-1]
-	_ = a.C[(m+4)*nb-1]
-	intTile4VNNI(&t.Q[0], &t.D[0], uintptr(nb), &a.Q[m*a.K], uintptr(a.K), &a.D[m*nb], &a.C[m*nb], uintptr(4*nb), &out[0], uintptr(4*os))
 }
 
 // transposeIdx are the VPERMT2D index vectors of the repack kernels' three rounds (see
@@ -102,9 +114,8 @@ var transposeIdx = func() (t [6][16]int32) {
 	return t
 }()
 
-// repackVNNI repacks whole tiles of 16 rows with kern (the scales in Go) and partial ones with
-// generic.
-func repackVNNI(kern func(tq *byte, w *byte, ws, nb uintptr, idx *[6][16]int32), size int,
+// repackVNNI repacks whole tiles of 16 rows with kern and partial ones with generic.
+func repackVNNI(kern func(tq *byte, td *float32, w *byte, ws, nb uintptr, idx *[6][16]int32, offs *[16]int32), size int,
 	generic func(t *IntTile, w []byte, ws, n int)) func(t *IntTile, w []byte, ws, n int) {
 	return func(t *IntTile, w []byte, ws, n int) {
 		nb := len(t.D) / 16
@@ -113,12 +124,30 @@ func repackVNNI(kern func(tq *byte, w *byte, ws, nb uintptr, idx *[6][16]int32),
 			return
 		}
 		_ = t.Q[nb*512-1]
-		for r := range IntTileRows {
-			row := w[r*ws : r*ws+nb*size]
-			for b := range nb {
-				t.D[b*16+r] = quant.F16ToF32(uint16(row[b*size]) | uint16(row[b*size+1])<<8)
-			}
+		_ = w[(IntTileRows-1)*ws+nb*size-1]
+		if (IntTileRows-1)*ws > math.MaxInt32 {
+			generic(t, w, ws, n)
+			return
 		}
-		kern(&t.Q[0], &w[0], uintptr(ws), uintptr(nb), &transposeIdx)
+		var offs [16]int32 // each row's byte offset, for the scale gather
+		for r := range offs {
+			offs[r] = int32(r * ws)
+		}
+		kern(&t.Q[0], &t.D[0], &w[0], uintptr(ws), uintptr(nb), &transposeIdx, &offs)
 	}
+}
+
+func quantizeActVNNI(a *IntAct, m int, x []float32, off int32) error {
+	nb := a.K / 32
+	if nb == 0 {
+		return nil
+	}
+	x = x[:a.K]
+	_ = a.Q[(m+1)*a.K-1]
+	_ = a.D[(m+1)*nb-1]
+	_ = a.C[(m+1)*nb-1]
+	if quantActVNNI(&x[0], uintptr(nb), &a.Q[m*a.K], &a.D[m*nb], &a.C[m*nb], off) != 0 {
+		return quant.CheckFinite(x)
+	}
+	return nil
 }

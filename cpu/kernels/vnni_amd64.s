@@ -7,14 +7,41 @@
 // source (Go's middle operand: the weights, offset to unsigned) by the signed bytes of its
 // first (the activations) and adds groups of four products to each int32 lane.
 
-// TILEROW accumulates the integer sums of activation row (x)(idx) with the 16 tile rows
-// for one 4-element group: ACC += W . broadcast(x[4g..4g+3]).
-#define TILEGROUP(g) \
-	VMOVDQU32         (g*64)(SI), Z8 ; \
-	VPDPBUSD.BCST     (g*4)(R8), Z8, Z4 ; \
-	VPDPBUSD.BCST     (g*4)(R8)(R9*1), Z8, Z5 ; \
-	VPDPBUSD.BCST     (g*4)(R8)(R9*2), Z8, Z6 ; \
-	VPDPBUSD.BCST     (g*4)(R8)(R13*1), Z8, Z7
+// TILEGROUP4 accumulates the integer sums of four activation rows with the 16 tile rows for
+// the 4-element group g: ACC += W . broadcast(x[4g..4g+3]). Even groups go to Z4..Z7, odd ones
+// to Z16..Z19 (two dependency chains per row; VPDPBUSD's latency would bound one).
+#define TILEGROUP4(g, W, A0, A1, A2, A3) \
+	VMOVDQU32         (g*64)(SI), W ; \
+	VPDPBUSD.BCST     (g*4)(R8), W, A0 ; \
+	VPDPBUSD.BCST     (g*4)(R8)(R9*1), W, A1 ; \
+	VPDPBUSD.BCST     (g*4)(R8)(R9*2), W, A2 ; \
+	VPDPBUSD.BCST     (g*4)(R8)(R13*1), W, A3
+
+#define TILE4EVEN(g) TILEGROUP4(g, Z8, Z4, Z5, Z6, Z7)
+#define TILE4ODD(g) TILEGROUP4(g, Z9, Z16, Z17, Z18, Z19)
+
+// TILEGROUP8 is TILEGROUP4 for eight rows: rows 4..7 at AX instead of R8.
+#define TILEGROUP8(g, W, A0, A1, A2, A3, A4, A5, A6, A7) \
+	VMOVDQU32         (g*64)(SI), W ; \
+	VPDPBUSD.BCST     (g*4)(R8), W, A0 ; \
+	VPDPBUSD.BCST     (g*4)(R8)(R9*1), W, A1 ; \
+	VPDPBUSD.BCST     (g*4)(R8)(R9*2), W, A2 ; \
+	VPDPBUSD.BCST     (g*4)(R8)(R13*1), W, A3 ; \
+	VPDPBUSD.BCST     (g*4)(AX), W, A4 ; \
+	VPDPBUSD.BCST     (g*4)(AX)(R9*1), W, A5 ; \
+	VPDPBUSD.BCST     (g*4)(AX)(R9*2), W, A6 ; \
+	VPDPBUSD.BCST     (g*4)(AX)(R13*1), W, A7
+
+#define TILE8EVEN(g) TILEGROUP8(g, Z24, Z8, Z9, Z10, Z11, Z12, Z13, Z14, Z15)
+#define TILE8ODD(g) TILEGROUP8(g, Z25, Z16, Z17, Z18, Z19, Z20, Z21, Z22, Z23)
+
+// FINISH turns a row's two integer accumulators into its block's float32 term and adds it:
+// OUT = fma(float32(A + B) * dw (Z in W), dx (broadcast from xd), OUT).
+#define FINISH(A, B, W, xd, OUT) \
+	VPADDD    B, A, A ; \
+	VCVTDQ2PS A, A ; \
+	VMULPS    W, A, A ; \
+	VFMADD231PS.BCST xd, A, OUT
 
 // ROWS4 finishes one block of the streaming kernels: Y4..Y7 hold the int32 lane sums of rows
 // 0..3; reduce them to one sum per row (X8), add the correction, scale by the rows' halves
@@ -78,6 +105,15 @@
 	PERM2(Z2, Z6, Z28, Z12) ; PERM2(Z2, Z6, Z29, Z13) ; \
 	PERM2(Z3, Z7, Z28, Z14) ; PERM2(Z3, Z7, Z29, Z15)
 
+// SCALES16 gathers the half scales of the 16 rows' blocks at (SI) (Z22: the rows' byte
+// offsets) and stores them as float32 at (DX).
+#define SCALES16 \
+	KXNORW     K1, K1, K1 ; \
+	VPGATHERDD (SI)(Z22*1), K1, Z21 ; \
+	VPMOVDW    Z21, Y21 ; \
+	VCVTPH2PS  Y21, Z21 ; \
+	VMOVUPS    Z21, (DX)
+
 #define STORE8 \
 	VMOVDQU32 Z8, (DI)     ; VMOVDQU32 Z9, 64(DI)   ; \
 	VMOVDQU32 Z10, 128(DI) ; VMOVDQU32 Z11, 192(DI) ; \
@@ -87,10 +123,13 @@
 // Rows 4k..4k+3 of the 16 are at base (SI, R12, R13, BX for k = 0..3) + 0, R8, 2*R8, R9.
 #define REPACKARGS \
 	MOVQ tq+0(FP), DI ; \
-	MOVQ w+8(FP), SI ; \
-	MOVQ ws+16(FP), R8 ; \
-	MOVQ nb+24(FP), CX ; \
-	MOVQ idx+32(FP), AX ; \
+	MOVQ td+8(FP), DX ; \
+	MOVQ w+16(FP), SI ; \
+	MOVQ ws+24(FP), R8 ; \
+	MOVQ nb+32(FP), CX ; \
+	MOVQ offs+48(FP), AX ; \
+	VMOVDQU32 (AX), Z22 ; \
+	MOVQ idx+40(FP), AX ; \
 	VMOVDQU32 (AX), Z24 ; \
 	VMOVDQU32 64(AX), Z25 ; \
 	VMOVDQU32 128(AX), Z26 ; \
@@ -150,27 +189,23 @@ tileloop:
 	VPBROADCASTD (R11)(R12*1), Z5
 	VPBROADCASTD (R11)(R12*2), Z6
 	VPBROADCASTD (R11)(AX*1), Z7
-	TILEGROUP(0)
-	TILEGROUP(1)
-	TILEGROUP(2)
-	TILEGROUP(3)
-	TILEGROUP(4)
-	TILEGROUP(5)
-	TILEGROUP(6)
-	TILEGROUP(7)
-	VMOVUPS   (DI), Z9
-	VCVTDQ2PS Z4, Z4
-	VCVTDQ2PS Z5, Z5
-	VCVTDQ2PS Z6, Z6
-	VCVTDQ2PS Z7, Z7
-	VMULPS    Z9, Z4, Z4
-	VMULPS    Z9, Z5, Z5
-	VMULPS    Z9, Z6, Z6
-	VMULPS    Z9, Z7, Z7
-	VFMADD231PS.BCST (R10), Z4, Z0
-	VFMADD231PS.BCST (R10)(R12*1), Z5, Z1
-	VFMADD231PS.BCST (R10)(R12*2), Z6, Z2
-	VFMADD231PS.BCST (R10)(AX*1), Z7, Z3
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	TILE4EVEN(0)
+	TILE4ODD(1)
+	TILE4EVEN(2)
+	TILE4ODD(3)
+	TILE4EVEN(4)
+	TILE4ODD(5)
+	TILE4EVEN(6)
+	TILE4ODD(7)
+	VMOVUPS (DI), Z10
+	FINISH(Z4, Z16, Z10, (R10), Z0)
+	FINISH(Z5, Z17, Z10, (R10)(R12*1), Z1)
+	FINISH(Z6, Z18, Z10, (R10)(R12*2), Z2)
+	FINISH(Z7, Z19, Z10, (R10)(AX*1), Z3)
 	ADDQ $512, SI
 	ADDQ $64, DI
 	ADDQ $32, R8
@@ -260,8 +295,8 @@ q4loop:
 	VZEROUPPER
 	RET
 
-// func repackQ8_0x16VNNI(tq *byte, w *byte, ws, nb uintptr, idx *[6][16]int32)
-TEXT ·repackQ8_0x16VNNI(SB), NOSPLIT, $0-40
+// func repackQ8_0x16VNNI(tq *byte, td *float32, w *byte, ws, nb uintptr, idx *[6][16]int32, offs *[16]int32)
+TEXT ·repackQ8_0x16VNNI(SB), NOSPLIT, $0-56
 	REPACKARGS
 	MOVL $0x80808080, AX
 	VPBROADCASTD AX, Z30
@@ -277,6 +312,8 @@ rq8loop:
 	Q8PAIR(2(BX)(R8*2), 2(BX)(R9*1), Y7, Z7)
 	TRANSPOSE16
 	STORE8
+	SCALES16
+	ADDQ $64, DX
 	ADDQ $34, SI
 	ADDQ $34, R12
 	ADDQ $34, R13
@@ -287,8 +324,8 @@ rq8loop:
 	VZEROUPPER
 	RET
 
-// func repackQ4_0x16VNNI(tq *byte, w *byte, ws, nb uintptr, idx *[6][16]int32)
-TEXT ·repackQ4_0x16VNNI(SB), NOSPLIT, $0-40
+// func repackQ4_0x16VNNI(tq *byte, td *float32, w *byte, ws, nb uintptr, idx *[6][16]int32, offs *[16]int32)
+TEXT ·repackQ4_0x16VNNI(SB), NOSPLIT, $0-56
 	REPACKARGS
 	MOVL $0x0f0f0f0f, AX
 	VPBROADCASTD AX, Z30
@@ -304,6 +341,8 @@ rq4loop:
 	Q4PAIR(2(BX)(R8*2), 2(BX)(R9*1), X7, Y7, Z7)
 	TRANSPOSE16
 	STORE8
+	SCALES16
+	ADDQ $64, DX
 	ADDQ $18, SI
 	ADDQ $18, R12
 	ADDQ $18, R13
@@ -311,5 +350,194 @@ rq4loop:
 	ADDQ $512, DI
 	DECQ CX
 	JNZ  rq4loop
+	VZEROUPPER
+	RET
+
+// func quantActVNNI(x *float32, nb uintptr, q *byte, d *float32, c *int32, off int32) (bad uint16)
+// Quantizes nb blocks of 32 values as quantizeActGeneric; bad is nonzero if a value was
+// not finite (the outputs are then meaningless).
+TEXT ·quantActVNNI(SB), NOSPLIT, $0-50
+	MOVQ x+0(FP), SI
+	MOVQ nb+8(FP), CX
+	MOVQ q+16(FP), DI
+	MOVQ d+24(FP), DX
+	MOVQ c+32(FP), R8
+	MOVL off+40(FP), R9
+	NEGL R9
+	MOVL $0x7fffffff, AX
+	VPBROADCASTD AX, Z31          // abs mask
+	MOVL $0x7f7fffff, AX
+	VPBROADCASTD AX, Z30          // MaxFloat32
+	MOVL $0x3f000000, AX
+	VPBROADCASTD AX, Z29          // 0.5
+	MOVL $0xbf000000, AX
+	VPBROADCASTD AX, Z28          // -0.5
+	MOVL $1, AX
+	VPBROADCASTD AX, Z27          // int 1
+	MOVL $0x42fe0000, AX
+	VMOVD AX, X14                 // 127.0
+	MOVL $0x3f800000, AX
+	VMOVD AX, X13                 // 1.0
+	VPXOR  X15, X15, X15          // 0.0
+	KXORW K3, K3, K3
+	TESTQ CX, CX
+	JZ    qadone
+
+qaloop:
+	VMOVUPS (SI), Z0
+	VMOVUPS 64(SI), Z1
+	VANDPS  Z31, Z0, Z2
+	VANDPS  Z31, Z1, Z3
+	VCMPPS  $0x16, Z30, Z2, K2    // !(|x| <= MaxFloat32): NaN or Inf
+	KORW    K2, K3, K3
+	VCMPPS  $0x16, Z30, Z3, K2
+	KORW    K2, K3, K3
+	VMAXPS  Z3, Z2, Z4
+	VEXTRACTF64X4 $1, Z4, Y5
+	VMAXPS  Y5, Y4, Y4
+	VEXTRACTF128 $1, Y4, X5
+	VMAXPS  X5, X4, X4
+	VPERMILPS $0x4e, X4, X5
+	VMAXPS  X5, X4, X4
+	VPERMILPS $0xb1, X4, X5
+	VMAXPS  X5, X4, X4            // amax in every lane
+	VDIVSS  X14, X4, X6           // d = amax / 127
+	VDIVSS  X6, X13, X7           // 1/d
+	VCMPSS  $4, X15, X6, X8       // d != 0
+	VANDPS  X8, X7, X7            // id = d != 0 ? 1/d : 0
+	VCVTPS2PH $0, X6, X9          // the stored half, nearest even
+	VCVTPH2PS X9, X9
+	VMOVSS  X9, (DX)
+	VBROADCASTSS X7, Z7
+	VMULPS  Z7, Z0, Z0
+	VMULPS  Z7, Z1, Z1
+	// roundf: truncate, then step away from zero where the fraction is at least one half.
+	VCVTTPS2DQ Z0, Z10
+	VCVTTPS2DQ Z1, Z11
+	VCVTDQ2PS Z10, Z16
+	VCVTDQ2PS Z11, Z17
+	VSUBPS  Z16, Z0, Z16
+	VSUBPS  Z17, Z1, Z17
+	VCMPPS  $0x0d, Z29, Z16, K4   // fraction >= 0.5
+	VCMPPS  $0x02, Z28, Z16, K5   // fraction <= -0.5
+	VPADDD  Z27, Z10, K4, Z10
+	VPSUBD  Z27, Z10, K5, Z10
+	VCMPPS  $0x0d, Z29, Z17, K4
+	VCMPPS  $0x02, Z28, Z17, K5
+	VPADDD  Z27, Z11, K4, Z11
+	VPSUBD  Z27, Z11, K5, Z11
+	VPMOVDB Z10, (DI)
+	VPMOVDB Z11, 16(DI)
+	// The correction -off * Σ q.
+	VPADDD  Z11, Z10, Z10
+	VEXTRACTI64X4 $1, Z10, Y11
+	VPADDD  Y11, Y10, Y10
+	VEXTRACTI128 $1, Y10, X11
+	VPADDD  X11, X10, X10
+	VPSHUFD $0x4e, X10, X11
+	VPADDD  X11, X10, X10
+	VPSHUFD $0xb1, X10, X11
+	VPADDD  X11, X10, X10
+	VMOVD   X10, AX
+	IMULL   R9, AX
+	MOVL    AX, (R8)
+	ADDQ $128, SI
+	ADDQ $32, DI
+	ADDQ $4, DX
+	ADDQ $4, R8
+	DECQ CX
+	JNZ  qaloop
+
+qadone:
+	KMOVW K3, AX
+	MOVW  AX, bad+48(FP)
+	VZEROUPPER
+	RET
+
+// func intTile8VNNI(tq *byte, td *float32, nb uintptr, x *byte, xs uintptr, xd *float32, xc *int32, ds uintptr, out *float32, os uintptr)
+// intTile4VNNI for eight activation rows.
+TEXT ·intTile8VNNI(SB), NOSPLIT, $0-80
+	MOVQ tq+0(FP), SI
+	MOVQ td+8(FP), DI
+	MOVQ nb+16(FP), CX
+	MOVQ x+24(FP), R8
+	MOVQ xs+32(FP), R9
+	MOVQ xd+40(FP), R10
+	MOVQ xc+48(FP), R11
+	MOVQ ds+56(FP), R12
+	LEAQ (R9)(R9*2), R13
+	LEAQ (R8)(R9*4), AX
+	LEAQ (R10)(R12*4), R14
+	LEAQ (R11)(R12*4), DX
+	LEAQ (R12)(R12*2), BX
+	VPXORD Z0, Z0, Z0
+	VPXORD Z1, Z1, Z1
+	VPXORD Z2, Z2, Z2
+	VPXORD Z3, Z3, Z3
+	VPXORD Z4, Z4, Z4
+	VPXORD Z5, Z5, Z5
+	VPXORD Z6, Z6, Z6
+	VPXORD Z7, Z7, Z7
+	TESTQ CX, CX
+	JZ    tile8done
+
+tile8loop:
+	VPBROADCASTD (R11), Z8
+	VPBROADCASTD (R11)(R12*1), Z9
+	VPBROADCASTD (R11)(R12*2), Z10
+	VPBROADCASTD (R11)(BX*1), Z11
+	VPBROADCASTD (DX), Z12
+	VPBROADCASTD (DX)(R12*1), Z13
+	VPBROADCASTD (DX)(R12*2), Z14
+	VPBROADCASTD (DX)(BX*1), Z15
+	VPXORD Z16, Z16, Z16
+	VPXORD Z17, Z17, Z17
+	VPXORD Z18, Z18, Z18
+	VPXORD Z19, Z19, Z19
+	VPXORD Z20, Z20, Z20
+	VPXORD Z21, Z21, Z21
+	VPXORD Z22, Z22, Z22
+	VPXORD Z23, Z23, Z23
+	TILE8EVEN(0)
+	TILE8ODD(1)
+	TILE8EVEN(2)
+	TILE8ODD(3)
+	TILE8EVEN(4)
+	TILE8ODD(5)
+	TILE8EVEN(6)
+	TILE8ODD(7)
+	VMOVUPS (DI), Z26
+	FINISH(Z8, Z16, Z26, (R10), Z0)
+	FINISH(Z9, Z17, Z26, (R10)(R12*1), Z1)
+	FINISH(Z10, Z18, Z26, (R10)(R12*2), Z2)
+	FINISH(Z11, Z19, Z26, (R10)(BX*1), Z3)
+	FINISH(Z12, Z20, Z26, (R14), Z4)
+	FINISH(Z13, Z21, Z26, (R14)(R12*1), Z5)
+	FINISH(Z14, Z22, Z26, (R14)(R12*2), Z6)
+	FINISH(Z15, Z23, Z26, (R14)(BX*1), Z7)
+	ADDQ $512, SI
+	ADDQ $64, DI
+	ADDQ $32, R8
+	ADDQ $32, AX
+	ADDQ $4, R10
+	ADDQ $4, R11
+	ADDQ $4, R14
+	ADDQ $4, DX
+	DECQ CX
+	JNZ  tile8loop
+
+tile8done:
+	MOVQ out+64(FP), DX
+	MOVQ os+72(FP), BX
+	LEAQ (BX)(BX*2), CX
+	VMOVUPS Z0, (DX)
+	VMOVUPS Z1, (DX)(BX*1)
+	VMOVUPS Z2, (DX)(BX*2)
+	VMOVUPS Z3, (DX)(CX*1)
+	LEAQ    (DX)(BX*4), DX
+	VMOVUPS Z4, (DX)
+	VMOVUPS Z5, (DX)(BX*1)
+	VMOVUPS Z6, (DX)(BX*2)
+	VMOVUPS Z7, (DX)(CX*1)
 	VZEROUPPER
 	RET
