@@ -38,7 +38,7 @@ type Backend struct {
 	// (Q8_0/Q8_1/Q8_K, as ggml does) and use integer dot products; qact holds them.
 	quantAct bool
 	qact     []byte
-	iact     kernels.IntAct // qact unpacked for the integer kernels (Q8_0, Q4_0 weights)
+	iact     kernels.IntAct // activations quantized for the integer kernels (Q8_0, Q4_0 weights)
 }
 
 // SetQuantizedActivations chooses ggml's integer dot path for quantized weights (activations
@@ -56,7 +56,8 @@ type threadScratch struct {
 	rope      []float32 // cosines and sines of one row's RoPE angles
 	ropeFreqs []float64 // RoPE's angle per position of each pair
 	o4        [4]float32
-	iact      kernels.IntAct                   // this thread's view of the backend's iact for the current matmul
+	iact      kernels.IntAct                   // this thread's view of the activations for the current matmul
+	iactOwn   kernels.IntAct                   // the thread's own quantized rows for generation's matmuls
 	itile     kernels.IntTile                  // weight rows repacked for the integer tile kernel
 	o128      [8 * kernels.IntTileRows]float32 // a partial integer tile's results
 }
@@ -213,6 +214,7 @@ func (b *Backend) prepare(g *graph.Graph) error {
 		}
 		if len(s.itile.Q) < ik/32*512 {
 			s.itile.Size(ik)
+			s.iactOwn.Size(intTileMin-1, ik)
 		}
 		if len(s.scores) < scores {
 			s.scores = make([]float32, scores)

@@ -167,6 +167,19 @@ func (b *Backend) mulMatQuantized(n *graph.Tensor, ctr *atomic.Int64, ith, nth i
 	vf := formatTable[f.VecDotType]
 	ik := kernels.IntKernelFor(w.Type)
 	s := &b.scratch[ith]
+	if ik != nil && M < intTileMin {
+		// Generation: each thread quantizes the few rows itself, into its own memory, which
+		// costs less than waiting for the others at a barrier.
+		s.iact = s.iactOwn.View(M, K)
+		for m := range M {
+			if err := kernels.QuantizeAct(&s.iact, m, x.F32Row(m), ik.Off); err != nil {
+				b.fail(fmt.Errorf("mul_mat %q: activations: %w", w.Name, err))
+				return
+			}
+		}
+		b.mulMatInt(n, ctr, s, ik, nth)
+		return
+	}
 	if ik != nil {
 		s.iact = b.iact.View(M, K)
 	}
