@@ -56,7 +56,7 @@ type intCase struct {
 	a    IntAct
 }
 
-func newIntCase(t *testing.T, rng *rand.Rand, ty quant.Type, k, n, m int, off int32) *intCase {
+func newIntCase(t testing.TB, rng *rand.Rand, ty quant.Type, k, n, m int, off int32) *intCase {
 	t.Helper()
 	f, err := quant.FormatOf(ty)
 	if err != nil {
@@ -103,8 +103,8 @@ func TestIntKernelsMatchReference(t *testing.T) {
 			if ik == nil {
 				t.Fatalf("%v: no integer kernels", it.ty)
 			}
-			t.Logf("%v: tile kernel %v", it.ty, ik.Tile != nil)
 			f, _ := quant.FormatOf(it.ty)
+			q8, _ := quant.FormatOf(quant.Q8_0)
 			for _, k := range []int{32, 64, 96, 768, 3072} {
 				for _, n := range []int{1, 3, 4, 7, 16, 21} {
 					const m = 9
@@ -115,16 +115,17 @@ func TestIntKernelsMatchReference(t *testing.T) {
 					tile.Size(k)
 					tout := make([]float32, 4*IntTileRows)
 					tout8 := make([]float32, 8*IntTileRows)
+					xq := make([]byte, k/32*quant.SizeQ8_0)
 					for i := range m {
 						it.generic.Rows(&c.a, i, c.w, c.ws, want)
 						ik.Rows(&c.a, i, c.w, c.ws, got)
+						if err := q8.Quantize(xq, c.x[i]); err != nil {
+							t.Fatal(err)
+						}
 						for r := range n {
 							if math.Float32bits(got[r]) != math.Float32bits(want[r]) {
 								t.Fatalf("%v k=%d n=%d row %d,%d: Rows %v, reference %v", it.ty, k, n, i, r, got[r], want[r])
 							}
-							xq := make([]byte, k/32*quant.SizeQ8_0)
-							q8, _ := quant.FormatOf(quant.Q8_0)
-							q8.Quantize(xq, c.x[i])
 							vd := f.VecDot(c.w[r*c.ws:(r+1)*c.ws], xq)
 							if d := math.Abs(float64(vd - want[r])); d > 1e-5*math.Abs(float64(vd))+1e-4 {
 								t.Fatalf("%v k=%d row %d,%d: %v, VecDot %v", it.ty, k, i, r, want[r], vd)
@@ -229,7 +230,7 @@ func BenchmarkInt(b *testing.B) {
 	rng := rand.New(rand.NewPCG(19, 4))
 	for _, it := range intTypes {
 		ik := IntKernelFor(it.ty)
-		c := newIntCase(&testing.T{}, rng, it.ty, k, IntTileRows, 8, ik.Off)
+		c := newIntCase(b, rng, it.ty, k, IntTileRows, 8, ik.Off)
 		var tile IntTile
 		tile.Size(k)
 		out := make([]float32, 8*IntTileRows)
