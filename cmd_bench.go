@@ -116,6 +116,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cache.cacheK, "cache-type-k", "f32", "same as -ctk")
 	fs.StringVar(&cache.cacheV, "ctv", "f32", "KV cache `TYPE` of the values: f32 or f16")
 	fs.StringVar(&cache.cacheV, "cache-type-v", "f32", "same as -ctv")
+	qact := fs.Bool("quantized-activations", false, "quantize activations to 8 bits for quantized weights (ggml's integer path) instead of float32")
 	pos, err := parseFlags(fs, args)
 	switch {
 	case err != nil:
@@ -158,7 +159,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "| %s | %s: | %s: | %s | %s: | %s: | %s: |\n", strings.Repeat("-", 24), strings.Repeat("-", 9), strings.Repeat("-", 9), strings.Repeat("-", 7), strings.Repeat("-", 6), strings.Repeat("-", 7), strings.Repeat("-", 19))
 	}
 	for i := range models {
-		if err := benchModel(models[i], ths, pps, tgs, *reps, *ngl, cacheType, *output, stdout, stderr, &results); err != nil {
+		if err := benchModel(models[i], ths, pps, tgs, *reps, *ngl, cacheType, *qact, *output, stdout, stderr, &results); err != nil {
 			return err
 		}
 	}
@@ -186,12 +187,12 @@ func (l *modelList) Set(s string) error {
 
 // benchModel runs every test of one model and appends the results (printing the rows of the
 // markdown table as they come).
-func benchModel(path string, ths, pps, tgs []int, reps, ngl int, cacheType quant.Type, output string, stdout, stderr io.Writer, results *[]benchResult) error {
+func benchModel(path string, ths, pps, tgs []int, reps, ngl int, cacheType quant.Type, qact bool, output string, stdout, stderr io.Writer, results *[]benchResult) error {
 	for _, th := range ths {
 		if ngl < 0 {
 			return fmt.Errorf("-ngl %d: the layer count must be >= 0", ngl)
 		}
-		m, err := loadOnDevice(path, llm.Options{Threads: th, GPULayers: ngl, BatchSize: benchBatch, CacheType: cacheType}, stderr)
+		m, err := loadOnDevice(path, llm.Options{Threads: th, GPULayers: ngl, BatchSize: benchBatch, CacheType: cacheType, QuantizedActivations: qact}, stderr)
 		if err != nil {
 			return err
 		}

@@ -38,6 +38,7 @@ type Backend struct {
 	// (Q8_0/Q8_1/Q8_K, as ggml does) and use integer dot products; qact holds them.
 	quantAct bool
 	qact     []byte
+	iact     kernels.IntAct // activations quantized for the integer kernels (Q8_0, Q4_0 weights)
 }
 
 // SetQuantizedActivations chooses ggml's integer dot path for quantized weights (activations
@@ -55,6 +56,10 @@ type threadScratch struct {
 	rope      []float32 // cosines and sines of one row's RoPE angles
 	ropeFreqs []float64 // RoPE's angle per position of each pair
 	o4        [4]float32
+	iact      kernels.IntAct                   // this thread's view of the activations for the current matmul
+	iactOwn   kernels.IntAct                   // the thread's own quantized rows for generation's matmuls
+	itile     kernels.IntTile                  // weight rows repacked for the integer tile kernel
+	o128      [8 * kernels.IntTileRows]float32 // a partial integer tile's results
 }
 
 // New starts a backend with the given number of threads (<= 0: one per physical core).
@@ -166,7 +171,7 @@ func (b *Backend) prepare(g *graph.Graph) error {
 	if len(b.chunks) < len(g.Nodes) {
 		b.chunks = make([]atomic.Int64, len(g.Nodes))
 	}
-	tile, scores, qact, rope := 0, 0, 0, 0
+	tile, scores, qact, rope, iact, ik := 0, 0, 0, 0, 0, 0
 	for _, n := range g.Nodes {
 		if n.Buf == nil {
 			return fmt.Errorf("cpu: node %q (%v) has no memory: graph not bound", n.Name, n.Op)
@@ -183,6 +188,10 @@ func (b *Backend) prepare(g *graph.Graph) error {
 					return fmt.Errorf("cpu: %q: %w", n.Src[0].Name, err)
 				}
 				qact = max(qact, int(rs)*n.Src[1].NRows())
+				if kernels.IntKernelFor(n.Src[0].Type) != nil {
+					iact = max(iact, n.Src[0].Ne[0]/32*32*n.Src[1].NRows())
+					ik = max(ik, n.Src[0].Ne[0]/32*32)
+				}
 			}
 		case graph.OpAttention:
 			scores = max(scores, n.Src[1].Ne[1])
@@ -195,10 +204,17 @@ func (b *Backend) prepare(g *graph.Graph) error {
 	if len(b.qact) < qact {
 		b.qact = make([]byte, qact)
 	}
+	if len(b.iact.Q) < iact {
+		b.iact.Size(1, iact)
+	}
 	for i := range b.scratch {
 		s := &b.scratch[i]
 		if len(s.tile) < tile {
 			s.tile = make([]float32, tile)
+		}
+		if len(s.itile.Q) < ik/32*512 {
+			s.itile.Size(ik)
+			s.iactOwn.Size(intTileMin-1, ik)
 		}
 		if len(s.scores) < scores {
 			s.scores = make([]float32, scores)

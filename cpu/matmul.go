@@ -157,20 +157,49 @@ func f32Rows(t *graph.Tensor) ([]float32, int, bool) {
 }
 
 // mulMatQuantized is ggml's integer path: the threads first quantize the activation rows to
-// the weight type's dot-product partner type, wait for each other, then compute integer dots.
+// the weight type's dot-product partner type, wait for each other, then compute integer dots:
+// with the integer kernels where the weight type has them (mulMatInt), else quant's VecDot.
 func (b *Backend) mulMatQuantized(n *graph.Tensor, ctr *atomic.Int64, ith, nth int, f *quant.Format) {
 	w, x := n.Src[0], n.Src[1]
 	K, N, M := w.Ne[0], w.Ne[1], x.NRows()
 	rs := K / f.VecDotType.BlockSize() * f.VecDotType.TypeSize()
 	xq := b.qact[:M*rs]
 	vf := formatTable[f.VecDotType]
+	ik := kernels.IntKernelFor(w.Type)
+	s := &b.scratch[ith]
+	if ik != nil && M < intTileMin {
+		// Generation: each thread quantizes the few rows itself, into its own memory, which
+		// costs less than waiting for the others at a barrier.
+		s.iact = s.iactOwn.View(M, K)
+		for m := range M {
+			if err := kernels.QuantizeAct(&s.iact, m, x.F32Row(m), ik.Off); err != nil {
+				b.fail(fmt.Errorf("mul_mat %q: activations: %w", w.Name, err))
+				return
+			}
+		}
+		b.mulMatInt(n, ctr, s, ik, nth)
+		return
+	}
+	if ik != nil {
+		s.iact = b.iact.View(M, K)
+	}
 	lo, hi := split(M, ith, nth)
 	for m := lo; m < hi; m++ {
-		if err := vf.Quantize(xq[m*rs:(m+1)*rs], x.F32Row(m)); err != nil {
+		var err error
+		if ik != nil {
+			err = kernels.QuantizeAct(&s.iact, m, x.F32Row(m), ik.Off)
+		} else {
+			err = vf.Quantize(xq[m*rs:(m+1)*rs], x.F32Row(m))
+		}
+		if err != nil {
 			b.fail(fmt.Errorf("mul_mat %q: activations: %w", w.Name, err))
 		}
 	}
 	b.bar.wait()
+	if ik != nil {
+		b.mulMatInt(n, ctr, s, ik, nth)
+		return
+	}
 	out := n.F32()
 	for {
 		lo := int(ctr.Add(1)-1) * vecChunk
@@ -189,3 +218,69 @@ func (b *Backend) mulMatQuantized(n *graph.Tensor, ctr *atomic.Int64, ith, nth i
 
 // vecChunk is the number of weight rows a thread claims at a time on the integer path.
 const vecChunk = 32
+
+// intTileMin: from this many activation rows on, the integer path repacks each claim of
+// weight rows once into the tile kernel's layout; below, the rows stream through
+// IntKernel.Rows. Both compute the same bits (kernels/intdot.go).
+const intTileMin = 4
+
+// mulMatInt multiplies with the integer kernels, the activations already in s.iact.
+func (b *Backend) mulMatInt(n *graph.Tensor, ctr *atomic.Int64, s *threadScratch, ik *kernels.IntKernel, nth int) {
+	w := n.Src[0]
+	K, N, M := w.Ne[0], w.Ne[1], n.Src[1].NRows()
+	out := n.F32()
+	ws := w.Nb[1]
+	rows := func(lo, hi int) []byte { return w.Buf.Host[w.Off+lo*ws : w.Off+(hi-1)*ws+w.RowBytes()] }
+	if ik.Tile == nil || M < intTileMin {
+		claim := fusedClaim(N, nth)
+		for {
+			lo := int(ctr.Add(1)-1) * claim
+			if lo >= N {
+				return
+			}
+			hi := min(N, lo+claim)
+			// Sixteen rows at a time for every activation row, so a second row reads them
+			// from the cache.
+			for r := lo; r < hi; r += tileRows {
+				rh := min(hi, r+tileRows)
+				for m := 0; m < M; m++ {
+					ik.Rows(&s.iact, m, rows(r, rh), ws, out[m*N+r:m*N+rh])
+				}
+			}
+		}
+	}
+	t := &s.itile
+	t.Size(K)
+	for {
+		lo := int(ctr.Add(1)-1) * kernels.IntTileRows
+		if lo >= N {
+			return
+		}
+		hi := min(N, lo+kernels.IntTileRows)
+		wr := rows(lo, hi)
+		ik.Repack(t, wr, ws, hi-lo)
+		m := 0
+		for ; m+8 <= M; m += 8 {
+			intTile(ik.Tile8, 8, t, s, m, out, N, lo, hi)
+		}
+		for ; m+4 <= M; m += 4 {
+			intTile(ik.Tile, 4, t, s, m, out, N, lo, hi)
+		}
+		for ; m < M; m++ {
+			ik.Rows(&s.iact, m, wr, ws, out[m*N+lo:m*N+hi])
+		}
+	}
+}
+
+// intTile runs a tile kernel of rows activation rows from m on the weight rows lo..hi
+// repacked in t, through the thread's scratch when the tile is partial.
+func intTile(tile func(*kernels.IntTile, *kernels.IntAct, int, []float32, int), rows int, t *kernels.IntTile, s *threadScratch, m int, out []float32, N, lo, hi int) {
+	if hi-lo == kernels.IntTileRows {
+		tile(t, &s.iact, m, out[m*N+lo:], N)
+		return
+	}
+	tile(t, &s.iact, m, s.o128[:], kernels.IntTileRows)
+	for i := range rows {
+		copy(out[(m+i)*N+lo:(m+i)*N+hi], s.o128[i*kernels.IntTileRows:])
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/gorun-dev/gorun/gguf"
 	"github.com/gorun-dev/gorun/internal/testmodel"
 	"github.com/gorun-dev/gorun/quant"
+	"github.com/gorun-dev/gorun/quantize"
 )
 
 // tinyModel writes a random tiny GPT-2 and loads it.
@@ -162,6 +163,39 @@ func TestContextLimits(t *testing.T) {
 	}
 	if _, err := Load(m.Path(), Options{ContextLength: 65}); err == nil {
 		t.Error("a context longer than the model's position embeddings was accepted")
+	}
+}
+
+// The integer path (8-bit activations) allocates nothing per token either, nor per prompt
+// batch once its graph is built.
+func TestQuantizedActivationsDoNotAllocate(t *testing.T) {
+	src := writeTiny(t, func(c *testmodel.Config) { c.Type = quant.F32 })
+	for _, typ := range []string{"q8_0", "q4_0"} {
+		ft, _ := quantize.ParseFileType(typ)
+		out := filepath.Join(t.TempDir(), typ+".gguf")
+		if _, err := quantize.File(src, out, quantize.Options{FileType: ft, Threads: 2}); err != nil {
+			t.Fatal(err)
+		}
+		m, err := Load(out, Options{Threads: 2, QuantizedActivations: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		s, err := m.NewSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Eval(testTokens[:8]); err != nil {
+			t.Fatal(err)
+		}
+		one := []int32{9}
+		if allocs := testing.AllocsPerRun(20, func() {
+			if _, err := s.Eval(one); err != nil {
+				t.Fatal(err)
+			}
+		}); allocs != 0 {
+			t.Errorf("%v: %v allocations per generated token", typ, allocs)
+		}
 	}
 }
 

@@ -147,5 +147,19 @@ func TestQuantizedActivations(t *testing.T) {
 				t.Fatalf("%s: integer path depends on the thread count", name)
 			}
 		}
+		// One batch, batches of 7 (the tile kernels on 7 and 4+3 rows) and token by token
+		// (the streaming row kernels) give the same bits.
+		step := stepLogits(t, load(2), testTokens)
+		m7, err := Load(out, Options{Threads: 2, QuantizedActivations: true, BatchSize: 7})
+		if err != nil {
+			t.Fatal(err)
+		}
+		chunked := batchLogits(t, m7, testTokens)
+		m7.Close()
+		for i := range q1 {
+			if step[i] != q1[i] || chunked[i] != q1[i] {
+				t.Fatalf("%s: integer path, logit %d: batch %v, token by token %v, batches of 7 %v", name, i, q1[i], step[i], chunked[i])
+			}
+		}
 	}
 }

@@ -146,6 +146,7 @@ func useSIMD(t Tier) {
 		useLlama(true)
 		useKQuant23AVX512()
 		useIQ4AVX512()
+		useVNNI()
 		matVec4[quant.F16] = func(x []float32, w []byte, ws int, out *[4]float32) {
 			n := len(x) &^ 15
 			checkRows(w, ws, 2*len(x))
