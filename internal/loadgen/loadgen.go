@@ -152,7 +152,10 @@ func Run(ctx context.Context, c Config) (*Result, error) {
 	}
 	prompts := Prompts(c)
 	res := &Result{Config: c, Requests: make([]Request, c.Requests)}
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c.Clients, MaxConnsPerHost: 0}}
+	// A connection per request: llama-server (cpp-httplib) closes a kept-alive connection after
+	// a few requests, and a POST sent on one it has just closed fails with EOF (Go does not
+	// retry non-idempotent requests); a fresh loopback connection costs ~0.1 ms.
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	var mu sync.Mutex
 	next := 0
 	begin := time.Now()
