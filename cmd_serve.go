@@ -40,7 +40,7 @@ func cmdServe(args []string, stdout, stderr io.Writer) error {
 // lets running requests finish for the grace period, then cancels them (streams end with an
 // error event) and closes the model. ready, when set, gets the address it listens on.
 func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr string)) error {
-	fs := newFlags("serve", "gorun serve -m MODEL.gguf [--host 127.0.0.1] [--port 8080] [--parallel N] [-c CTX] [--api-key KEY] [--allowed-hosts NAMES]: an OpenAI-compatible HTTP server", stderr)
+	fs := newFlags("serve", "gorun serve -m MODEL.gguf [--host 127.0.0.1] [--port 8080] [--parallel N] [-c CTX] [--api-key KEY] [--allowed-hosts NAMES]: an HTTP server speaking OpenAI's, llama-server's and ollama's APIs", stderr)
 	var mf modelFlags
 	mf.register(fs)
 	host := fs.String("host", "127.0.0.1", "`ADDRESS` to listen on (0.0.0.0: every interface)")

@@ -26,13 +26,13 @@ Usage:
   gorun quantize IN.gguf OUT.gguf TYPE         write a quantized copy of a model
   gorun imatrix -m MODEL.gguf -f TEXT          compute an importance matrix (llama-imatrix)
   gorun bench -m MODEL.gguf [-p 512] [-n 128]  measure prompt and generation speed (llama-bench)
-  gorun random-model -shape 124M -o OUT.gguf   write a random-weight GPT-2 for benchmarks
-  gorun convert HF_DIR OUT.gguf [--outtype T]  convert a Hugging Face GPT-2 (safetensors) to GGUF
+  gorun random-model -shape 124M -o OUT.gguf   write a random-weight model for benchmarks (GPT-2 or Llama shapes)
+  gorun convert HF_DIR OUT.gguf [--outtype T]  convert a Hugging Face checkpoint (GPT-2, Llama, Mistral, Qwen2) to GGUF
   gorun pull ORG/NAME[:QUANT]                  download a model from the Hugging Face Hub
   gorun list                                   the models pulled (Hugging Face cache)
   gorun show MODEL                             a model's name, architecture, quantization, size, context
   gorun rm ORG/NAME[:QUANT]                    remove a pulled model
-  gorun serve -m MODEL.gguf [--port 8080]      OpenAI-compatible HTTP server
+  gorun serve -m MODEL.gguf [--port 8080]      HTTP server: OpenAI's, llama-server's and ollama's APIs
   gorun bench-serve --url URL [--clients 8,32] load-test a server (gorun's or llama-server)
   gorun help [COMMAND]                         show help
 

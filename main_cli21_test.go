@@ -114,7 +114,8 @@ func TestCLIDidYouMean(t *testing.T) {
 		{"--top_k", "did you mean --top-k?"},
 		{"--repeat-penalt", "did you mean --repeat-penalty?"},
 		{"-hff", ""},
-		{"-ctk", ""},
+		{"-zqk", ""},
+		{"-ctq", "did you mean -ctk?"},
 		{"-xy", ""},
 	} {
 		code, _, errs := gorun("-m", tiny, "-p", "hi", c.opt)
