@@ -382,6 +382,9 @@ func (p *parser) parseCount(at int) (int, error) {
 // hi-lo optional ones (hi < 0: any number), as llama.cpp rewrites repetitions: x{2,4} is
 // x x r1, r1 ::= x r2 |, r2 ::= x |; x{1,} is x r, r ::= x r |.
 func (p *parser) repeat(rule int32, seq alternative, last, lo, hi, at int) (alternative, error) {
+	if last >= len(seq) { // an empty literal (""): any number of nothing is nothing
+		return seq, nil
+	}
 	term := seq[last]
 	if len(seq)-last > 1 { // a literal of several characters repeats as a whole
 		term = symbol{ref: p.newRule(rule, []alternative{append(alternative(nil), seq[last:]...)})}

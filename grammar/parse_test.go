@@ -37,6 +37,8 @@ func TestParseValid(t *testing.T) {
 		{`root ::= item ("," item)*` + "\nitem ::= [a-z]+", []string{"a", "ab,c,de"}, []string{"a,", ",a"}},
 		{"root ::= x\nx ::= \"\"", []string{""}, []string{"a"}},
 		{`root ::= [a-]`, []string{"a", "-"}, []string{"b"}},
+		// Repetitions of an empty literal repeat nothing (a fuzzer's find: they panicked).
+		{`root ::= ""* "a" ""+ ""{2,5} ""?`, []string{"a"}, []string{"", "aa"}},
 	}
 	for _, c := range cases {
 		g, err := Parse(c.grammar)
