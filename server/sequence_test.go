@@ -99,6 +99,17 @@ func checkResponse(t *testing.T, r seqRequest, w *httptest.ResponseRecorder) {
 				t.Errorf("%s %q: invalid event %.500q", r.method, r.path, ev)
 			}
 		}
+	case "application/x-ndjson": // ollama's streams
+		for _, line := range bytes.Split(bytes.TrimSpace(body), []byte("\n")) {
+			if !json.Valid(line) {
+				t.Errorf("%s %q: invalid NDJSON line %.500q", r.method, r.path, line)
+			}
+		}
+	case "text/plain; charset=utf-8", "text/plain; version=0.0.4":
+		// ollama's "Ollama is running" at /, Prometheus text at /metrics: nothing else.
+		if p := strings.SplitN(strings.SplitN(r.path, "#", 2)[0], "?", 2)[0]; w.Code == 200 && p != "/" && p != "/metrics" {
+			t.Errorf("%s %q: %d, plain text: %.500s", r.method, r.path, w.Code, body)
+		}
 	default:
 		t.Errorf("%s %q: %d, Content-Type %q: %.500s", r.method, r.path, w.Code, ct, body)
 	}
