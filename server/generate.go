@@ -50,7 +50,7 @@ func (s *Server) generateIn(ctx context.Context, sl *slot, prompt []int32, opts 
 	var st llm.Stats
 	st.PromptTokens = len(prompt)
 	sess := sl.sess
-	sl.cached = 0
+	sl.cached.Store(0)
 	if onPrompt != nil {
 		if err := s.promptLogprobs(ctx, sess, prompt, opts.TopLogprobs, onPrompt); err != nil {
 			return st, 0, ctxError(ctx, err)
@@ -68,8 +68,7 @@ func (s *Server) generateIn(ctx context.Context, sl *slot, prompt []int32, opts 
 	if keep == len(prompt) {
 		keep-- // evaluate at least the last prompt token, for its logits
 	}
-	sl.cached = keep
-	sl.cachedN.Store(int64(keep))
+	sl.cached.Store(int64(keep))
 	start := time.Now()
 	if err := sess.Rewind(keep); err != nil {
 		return st, 0, libError(err)

@@ -246,7 +246,7 @@ func (s *Server) llamaCompletion(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res := llamaCompletionResponse{Content: string(content), Tokens: tokens, Stop: true, Model: s.name,
-		TokensPredicted: st.Tokens, TokensEvaluated: st.PromptTokens, TokensCached: sl.cached, StoppingWord: st.StopString}
+		TokensPredicted: st.Tokens, TokensEvaluated: st.PromptTokens, TokensCached: int(sl.cached.Load()), StoppingWord: st.StopString}
 	release() // generation is over: the slot is not held while the answer is written
 	if res.Tokens == nil {
 		res.Tokens = []int32{}

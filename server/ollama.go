@@ -546,7 +546,7 @@ func (s *Server) ollamaStream(w http.ResponseWriter, r *http.Request, start time
 		return
 	}
 	ctxTokens := sl.sess.Tokens()
-	evaluated := max(len(prompt)-sl.cached, 1)
+	evaluated := max(len(prompt)-int(sl.cached.Load()), 1)
 	release() // generation is over: the slot is not held while the answer is written
 	m := ollamaMetrics{TotalDuration: time.Since(start), PromptEvalCount: evaluated, PromptEvalDuration: promptTime,
 		EvalCount: st.Tokens, EvalDuration: st.GenTime}

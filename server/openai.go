@@ -210,7 +210,7 @@ func (s *Server) completions(w http.ResponseWriter, r *http.Request) {
 			}
 			u.CompletionTokens += st.Tokens
 			if j == 0 {
-				u.PromptTokensDetails.CachedTokens += sl.cached
+				u.PromptTokensDetails.CachedTokens += int(sl.cached.Load())
 			}
 			fr := finishReason(st)
 			if stream != nil {
@@ -608,7 +608,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request) {
 		}
 		u.CompletionTokens += st.Tokens
 		if j == 0 {
-			u.PromptTokensDetails.CachedTokens = sl.cached
+			u.PromptTokensDetails.CachedTokens = int(sl.cached.Load())
 		}
 		fr := finishReason(st)
 		if stream != nil {

@@ -19,7 +19,6 @@ type slot struct {
 	id     int
 	sess   *llm.Session
 	tokens []int32 // the session's context when it was released
-	cached int     // prompt tokens the last generation found in the context (not evaluated again)
 	fresh  bool    // the request holding the slot asked to evaluate its whole prompt (cache_prompt false)
 
 	// For /slots and /metrics, read without the session's lock: the context's length as the
@@ -27,7 +26,7 @@ type slot struct {
 	npast     atomic.Int64
 	busySince atomic.Int64 // unix seconds; 0: idle
 	requests  atomic.Int64
-	cachedN   atomic.Int64 // cached, readable without the slot
+	cached    atomic.Int64 // prompt tokens the last generation found in the context (not evaluated again)
 }
 
 // pool hands out slots: a free one holding the longest prefix of the prompt, else the first to
@@ -178,7 +177,7 @@ func (p *pool) describe(nctx int) []slotInfo {
 	for _, s := range p.all {
 		since := s.busySince.Load()
 		out = append(out, slotInfo{ID: s.id, NCtx: nctx, IsProcessing: since != 0, NPast: int(s.npast.Load()),
-			NCached: int(s.cachedN.Load()), Requests: s.requests.Load(), BusySince: since})
+			NCached: int(s.cached.Load()), Requests: s.requests.Load(), BusySince: since})
 	}
 	return out
 }
