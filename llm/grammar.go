@@ -109,23 +109,14 @@ func (g *grammarStage) topAllowed(c []candidate, logits []float32, k int) ([]can
 		return selectTop(c, logits, ids, k), nil
 	}
 	if look := 4*k + 64; look < n/2 {
-		for i, l := range logits {
-			c[i] = candidate{id: int32(i), logit: l}
-		}
-		kept, err := g.firstAllowed(topK(c, look), k)
+		kept, err := g.firstAllowed(topKOf(c, logits, look), k)
 		if err != nil || len(kept) == k {
 			return kept, err
 		}
 		// Many of the most likely are allowed (inside a string, say): the allowed set is
 		// large and a walk would visit most of the trie, so look further down the order.
 		if wide := 16*k + 1024; len(kept)*8 >= look && wide < n/2 {
-			for i, l := range logits {
-				c[i] = candidate{id: int32(i), logit: l}
-			}
-			top := c[:wide]
-			selectFirst(c, wide)
-			sortDesc(top)
-			if kept, err = g.firstAllowed(top, k); err != nil || len(kept) == k {
+			if kept, err = g.firstAllowed(topKOf(c, logits, wide), k); err != nil || len(kept) == k {
 				return kept, err
 			}
 		}
@@ -175,50 +166,4 @@ func (g *grammarStage) firstAllowed(top []candidate, k int) ([]candidate, error)
 		}
 	}
 	return kept, nil
-}
-
-// before is the sampler's total order: larger logit first, then lower id.
-func before(a, b candidate) bool {
-	return a.logit > b.logit || a.logit == b.logit && a.id < b.id
-}
-
-// selectFirst moves the m first candidates in the order of before to c[:m] (unsorted), in
-// expected linear time (quickselect with median-of-three pivots).
-func selectFirst(c []candidate, m int) {
-	lo, hi := 0, len(c)-1
-	for lo < hi {
-		mid := lo + (hi-lo)/2
-		if before(c[mid], c[lo]) {
-			c[mid], c[lo] = c[lo], c[mid]
-		}
-		if before(c[hi], c[lo]) {
-			c[hi], c[lo] = c[lo], c[hi]
-		}
-		if before(c[hi], c[mid]) {
-			c[hi], c[mid] = c[mid], c[hi]
-		}
-		pivot := c[mid]
-		i, j := lo, hi
-		for i <= j {
-			for before(c[i], pivot) {
-				i++
-			}
-			for before(pivot, c[j]) {
-				j--
-			}
-			if i <= j {
-				c[i], c[j] = c[j], c[i]
-				i++
-				j--
-			}
-		}
-		switch {
-		case m-1 <= j:
-			hi = j
-		case m-1 >= i:
-			lo = i
-		default:
-			return
-		}
-	}
 }

@@ -187,25 +187,39 @@ func TestGrammarEqualsFullMask(t *testing.T) {
 	}
 }
 
-// selectFirst puts exactly the m first candidates of the sampler's order (logit, then id) in
-// front, ties included.
-func TestSelectFirst(t *testing.T) {
+// topKOf gives exactly the k first candidates of the sampler's order (logit, then id), sorted,
+// ties included, whether its sampled threshold lets enough through or it falls back.
+func TestTopKOf(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	for trial := range 300 {
+	for trial := range 400 {
 		n := 1 + rng.IntN(3000)
-		c := make([]candidate, n)
-		for i := range c {
-			c[i] = candidate{id: int32(i), logit: float32(rng.IntN(1 + trial%50))} // many ties
+		if trial%4 == 0 {
+			n = 4096 + rng.IntN(60000)
 		}
-		want := append([]candidate(nil), c...)
+		logits := make([]float32, n)
+		for i := range logits {
+			switch trial % 3 {
+			case 0:
+				logits[i] = float32(rng.IntN(1 + trial%50)) // many ties
+			case 1:
+				logits[i] = float32(rng.NormFloat64())
+			default: // sorted runs: a sample of every stride-th logit misses the top
+				logits[i] = float32(i % 977)
+			}
+		}
+		want := make([]candidate, n)
+		for i, l := range logits {
+			want[i] = candidate{id: int32(i), logit: l}
+		}
 		sortDesc(want)
-		m := 1 + rng.IntN(n)
-		selectFirst(c, m)
-		got := append([]candidate(nil), c[:m]...)
-		sortDesc(got)
+		k := 1 + rng.IntN(min(n, 300))
+		got := topKOf(make([]candidate, n), logits, k)
+		if len(got) != k {
+			t.Fatalf("n %d k %d: %d candidates", n, k, len(got))
+		}
 		for i := range got {
 			if got[i] != want[i] {
-				t.Fatalf("n %d m %d: position %d is %+v, want %+v", n, m, i, got[i], want[i])
+				t.Fatalf("n %d k %d: position %d is %+v, want %+v", n, k, i, got[i], want[i])
 			}
 		}
 	}

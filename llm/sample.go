@@ -217,13 +217,14 @@ func (s *Sampler) SampleAt(logits []float32, recent []int32, pos uint64) (int32,
 		}
 		return best, nil
 	}
-	c := s.cand[:len(logits)]
-	for i, l := range logits {
-		c[i] = candidate{id: int32(i), logit: l}
-	}
-	if o.TopK > 0 && o.TopK < len(c) {
-		c = topK(c, o.TopK)
+	var c []candidate
+	if o.TopK > 0 && o.TopK < len(logits) {
+		c = topKOf(s.cand, logits, o.TopK)
 	} else {
+		c = s.cand[:len(logits)]
+		for i, l := range logits {
+			c[i] = candidate{id: int32(i), logit: l}
+		}
 		sortDesc(c)
 	}
 	return s.draw(c, pos)
@@ -415,10 +416,10 @@ func TopLogProbs(dst []TokenLogProb, logits []float32, n int) []TokenLogProb {
 
 // argmax returns the first index of the largest logit (as torch.argmax does).
 func argmax(logits []float32) int32 {
-	best := 0
+	best, mx := 0, logits[0]
 	for i, l := range logits {
-		if l > logits[best] {
-			best = i
+		if l > mx {
+			best, mx = i, l
 		}
 	}
 	return int32(best)
@@ -451,7 +452,45 @@ func sortDesc(c []candidate) {
 	})
 }
 
-// topK moves the k largest candidates to the front, sorted, in O(n log k).
+// topKOf returns the k most likely tokens of logits as candidates sorted in the sampler's
+// order (larger logit first, then lower id), in c's memory (len(c) >= len(logits)). Where k is
+// small against the vocabulary it does not make a candidate of every token (building 50k
+// candidates and inserting into a sorted top cost 0.1-0.5 ms a token, a fifth of a GPU step):
+// a threshold read off a sample of the logits lets through about 4k+20 of them, and only those
+// become candidates. The result is exact: when at least k logits pass, the k-th largest
+// passes, and so does every logit a top-k token has. When fewer pass (a sample that missed),
+// it falls back to every token.
+func topKOf(c []candidate, logits []float32, k int) []candidate {
+	n := len(logits)
+	if n >= 4096 && k*16 <= n {
+		var sample [512]float32
+		stride := n / len(sample)
+		for i := range sample {
+			sample[i] = logits[i*stride]
+		}
+		slices.Sort(sample[:])
+		r := min(len(sample)-1, 4*k*len(sample)/n+10) // rank from the top, with a margin
+		t := sample[len(sample)-1-r]
+		w := 0
+		for i, l := range logits {
+			if l >= t {
+				c[w] = candidate{id: int32(i), logit: l}
+				w++
+			}
+		}
+		if w >= k {
+			return topK(c[:w], k)
+		}
+	}
+	c = c[:n]
+	for i, l := range logits {
+		c[i] = candidate{id: int32(i), logit: l}
+	}
+	return topK(c, k)
+}
+
+// topK moves the k largest candidates to the front, sorted, in O(n log k). The candidates must
+// be in id order: of equal logits, the earlier is kept and comes first (the sampler's order).
 func topK(c []candidate, k int) []candidate {
 	h := c[:k]
 	sortDesc(h) // h[k-1] is the smallest kept

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -152,4 +153,28 @@ func TestGenerateTopLogprobs(t *testing.T) {
 	if _, err := s.Generate(context.Background(), "a", bad, func(string) error { return nil }); !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "LogitBias") {
 		t.Errorf("bias outside the vocabulary: %v", err)
 	}
+}
+
+// BenchmarkTopK: the top 40 of a GPT-2-sized vocabulary, by a candidate per token (the
+// sampler's way until topKOf) and by topKOf's sampled threshold.
+func BenchmarkTopK(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	logits := make([]float32, 50257)
+	for i := range logits {
+		logits[i] = float32(rng.NormFloat64() * 3)
+	}
+	c := make([]candidate, len(logits))
+	b.Run("every-token", func(b *testing.B) {
+		for b.Loop() {
+			for i, l := range logits {
+				c[i] = candidate{id: int32(i), logit: l}
+			}
+			topK(c, 40)
+		}
+	})
+	b.Run("threshold", func(b *testing.B) {
+		for b.Loop() {
+			topKOf(c, logits, 40)
+		}
+	})
 }
