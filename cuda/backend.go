@@ -132,6 +132,8 @@ type program struct {
 	// partials hold split-K partial sums (partialSize: the size of the last one)
 	partials    []DevicePtr
 	partialSize int
+	// counters: the split attention kernels' per-(head, row) tickets (zero between runs)
+	counters []DevicePtr
 	// tables hold the cache addresses of batched rows (store_kv_rows, attention_rows),
 	// refreshed before every run: the caches of a graph's rows may be rebound between runs
 	tables []cacheTable
@@ -618,6 +620,9 @@ func (b *Backend) dropProgram(g *graph.Graph, p *program) {
 		b.free(p.scratch)
 	}
 	for _, d := range p.partials {
+		b.free(d)
+	}
+	for _, d := range p.counters {
 		b.free(d)
 	}
 	for _, t := range p.tables {

@@ -322,6 +322,9 @@ func (b *Backend) compile(g *graph.Graph) (*program, error) {
 			for _, d := range p.partials {
 				b.free(d)
 			}
+			for _, d := range p.counters {
+				b.free(d)
+			}
 			for _, t := range p.tables {
 				b.free(t.dev)
 			}
@@ -456,6 +459,35 @@ func (b *Backend) refreshTables(p *program) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// attentionSplits chooses how a decode attention over a cache of C positions is split
+// (attention_split): chunks of at least 64 positions, at most 32 of them.
+func attentionSplits(C int) (splits, chunk int) {
+	splits = min((C+63)/64, 32)
+	return splits, (C + splits - 1) / splits
+}
+
+// splitAttention turns l, a decode attention launch whose arguments a holds, into the split
+// kernel's: a grid of S splits per (head, row), the partials' memory and the per-(head, row)
+// counters the last block of each uses (zeroed here; the kernel leaves them zero).
+func (b *Backend) splitAttention(p *program, l *launch, a *args, heads, rows, D, S, chunk int) error {
+	part, err := b.partial(p, rows*heads*S*(D+2)*4)
+	if err != nil {
+		return err
+	}
+	count, err := b.alloc(rows * heads * 4)
+	if err != nil {
+		return err
+	}
+	p.counters = append(p.counters, count)
+	if err := b.ctx.Memset32(count, 0, rows*heads); err != nil {
+		return err
+	}
+	a.ptr(part).ptr(count).i32(chunk)
+	l.grid = Dim3{heads, rows, S}
+	l.shm = (D + chunk + 128) * 4
 	return nil
 }
 
@@ -806,6 +838,11 @@ func (b *Backend) emit(p *program, o op, where func(*graph.Tensor) (DevicePtr, e
 		l.grid = Dim3{heads, q.NRows(), 1}
 		l.block = Dim3{128, 1, 1}
 		l.shm = (D + C + 128) * 4
+		if S, chunk := attentionSplits(C); S > 1 {
+			if err = b.splitAttention(p, &l, &a, heads, q.NRows(), D, S, chunk); err == nil {
+				name = "attention_rows_split_" + suf
+			}
+		}
 	case graph.OpAttention:
 		q, k, v, pos := n.Src[0], n.Src[1], n.Src[2], n.Src[3]
 		heads := n.IParams[0]
@@ -851,6 +888,11 @@ func (b *Backend) emit(p *program, o op, where func(*graph.Tensor) (DevicePtr, e
 		l.grid = Dim3{heads, q.NRows(), 1}
 		l.block = Dim3{128, 1, 1}
 		l.shm = (D + C + 128) * 4
+		if S, chunk := attentionSplits(C); S > 1 {
+			if err = b.splitAttention(p, &l, &a, heads, q.NRows(), D, S, chunk); err == nil {
+				name = "attention_split_" + suf
+			}
+		}
 	default:
 		return l, fmt.Errorf("cuda: op %v is not supported", o.kind)
 	}

@@ -1680,6 +1680,153 @@ extern "C" __global__ void __launch_bounds__(128) attention_f16(const float *Q, 
 	attention_body(Q, ldq, Kc, Vc, ldc_, C, pos, O, ldo, D, scale, status, Knew, Vnew, ldnew, group);
 }
 
+// attention_split: decode attention split over the context (flash-decoding). One block per
+// (head, query row) walking every position left a 124M model's 12 heads on 12 of 132 SMs, and a
+// token at position 500 took 2.5x one at position 10. Block (h, i, s) takes positions
+// s*chunk .. min((s+1)*chunk, p+1)-1, writes its unnormalized partial (max score, sum of
+// exponentials, exponential-weighted sum of values) to part, and the last block of (h, i) to
+// finish (a ticket counter per (h, i), reset by that block) combines the partials in split
+// order: the result does not depend on which block finishes last, so a row computes the same
+// bits in a batch as alone.
+template <typename CT>
+__device__ __forceinline__ void attention_split_body(const float *Q, int ldq, CT *Kc, CT *Vc, int ldc_, int C,
+		const int *pos, float *O, int ldo, int D, float scale, unsigned *status, const float *Knew, const float *Vnew, int ldnew,
+		int group, float *part, unsigned *count, int chunk) {
+	extern __shared__ float sm[];
+	__shared__ int last;
+	int h = blockIdx.x, i = blockIdx.y, s = blockIdx.z, H = gridDim.x, S = gridDim.z, kvo = (h / group) * D;
+	int tid = threadIdx.x, lane = tid & 31, wid = tid >> 5, nw = blockDim.x >> 5;
+	int p = pos[i];
+	bool ok = p >= 0 && p < C;
+	if (!ok && s == 0 && tid == 0) atomicOr(status, ST_BAD_POS);
+	int j0 = s * chunk, j1 = ok ? min(j0 + chunk, p + 1) : j0;
+	float *q = sm, *scores = sm + D, *red = sm + D + chunk;
+	float *mine = part + ((size_t)(i * H + h) * S + s) * (D + 2);
+	if (j1 > j0) {
+		if (Knew && p < j1) { // this split holds position p: the fused store of the new K and V rows
+			for (int d = tid; d < D; d += blockDim.x) {
+				stc(Kc + (size_t)p * ldc_ + kvo + d, Knew[(size_t)i * ldnew + kvo + d]);
+				stc(Vc + (size_t)p * ldc_ + kvo + d, Vnew[(size_t)i * ldnew + kvo + d]);
+			}
+		}
+		for (int d = tid; d < D; d += blockDim.x) q[d] = Q[(size_t)i * ldq + h * D + d];
+		__syncthreads();
+		const CT *kh = Kc + kvo, *vh = Vc + kvo;
+		for (int j = j0 + tid; j < j1; j += blockDim.x) {
+			const CT *kr = kh + (size_t)j * ldc_;
+			float s0 = 0.0f, s1 = 0.0f;
+			if (sizeof(CT) == 4 && (D & 7) == 0 && (ldc_ & 3) == 0) {
+				const float4 *q4 = (const float4 *)q, *k4 = (const float4 *)kr;
+				for (int d = 0; d < D / 4; d += 2) {
+					float4 a = k4[d], b = q4[d], a1 = k4[d + 1], b1 = q4[d + 1];
+					s0 += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+					s1 += a1.x * b1.x + a1.y * b1.y + a1.z * b1.z + a1.w * b1.w;
+				}
+			} else {
+				for (int d = 0; d < D; d++) s0 += q[d] * ldc(kr + d);
+			}
+			scores[j - j0] = (s0 + s1) * scale;
+		}
+		__syncthreads();
+		float mx = -__int_as_float(0x7f800000);
+		for (int j = tid; j < j1 - j0; j += blockDim.x) mx = fmaxf(mx, scores[j]);
+		mx = warp_max(mx);
+		if (lane == 0) red[wid] = mx;
+		__syncthreads();
+		mx = red[0];
+		for (int w = 1; w < nw; w++) mx = fmaxf(mx, red[w]);
+		__syncthreads();
+		float sum = 0.0f;
+		for (int j = tid; j < j1 - j0; j += blockDim.x) {
+			float e = expf(scores[j] - mx);
+			scores[j] = e;
+			sum += e;
+		}
+		sum = warp_sum(sum);
+		if (lane == 0) red[wid] = sum;
+		__syncthreads();
+		sum = 0.0f;
+		for (int w = 0; w < nw; w++) sum += red[w];
+		__syncthreads();
+		// Values: G groups of D threads take every G-th position, then add up in group order.
+		int G = blockDim.x >= D ? blockDim.x / D : 1;
+		if (G > 1) {
+			int g = tid / D, d = tid % D;
+			float acc = 0.0f;
+			if (g < G)
+				for (int j = j0 + g; j < j1; j += G) acc += scores[j - j0] * ldc(vh + (size_t)j * ldc_ + d);
+			if (g < G) red[g * D + d] = acc;
+			__syncthreads();
+			if (tid < D) {
+				float o = 0.0f;
+				for (int gg = 0; gg < G; gg++) o += red[gg * D + tid];
+				mine[2 + tid] = o;
+			}
+		} else {
+			for (int d = tid; d < D; d += blockDim.x) {
+				float acc = 0.0f;
+				for (int j = j0; j < j1; j++) acc += scores[j - j0] * ldc(vh + (size_t)j * ldc_ + d);
+				mine[2 + d] = acc;
+			}
+		}
+		if (tid == 0) {
+			mine[0] = mx;
+			mine[1] = sum;
+		}
+	} else if (tid == 0) { // an empty split (past the query's position): nothing to add
+		mine[0] = 0.0f;
+		mine[1] = 0.0f;
+	}
+	__threadfence();
+	__syncthreads();
+	if (tid == 0) last = atomicAdd(count + i * H + h, 1u) == (unsigned)S - 1;
+	__syncthreads();
+	if (!last) return;
+	__threadfence();
+	if (tid == 0) count[i * H + h] = 0;
+	if (!ok) return;
+	const volatile float *all = part + (size_t)(i * H + h) * S * (D + 2);
+	float M = -__int_as_float(0x7f800000);
+	for (int t = 0; t < S; t++)
+		if (all[t * (D + 2) + 1] > 0.0f) M = fmaxf(M, all[t * (D + 2)]);
+	for (int d = tid; d < D; d += blockDim.x) {
+		float L = 0.0f, o = 0.0f;
+		for (int t = 0; t < S; t++) {
+			const volatile float *ps = all + t * (D + 2);
+			float l = ps[1];
+			if (l > 0.0f) {
+				float w = expf(ps[0] - M);
+				L += l * w;
+				o += ps[2 + d] * w;
+			}
+		}
+		O[(size_t)i * ldo + h * D + d] = o / L;
+	}
+}
+
+extern "C" __global__ void __launch_bounds__(128) attention_split_f32(const float *Q, int ldq, float *Kc, float *Vc,
+		int ldc_, int C, const int *pos, float *O, int ldo, int D, float scale, unsigned *status, const float *Knew,
+		const float *Vnew, int ldnew, int group, float *part, unsigned *count, int chunk) {
+	attention_split_body(Q, ldq, Kc, Vc, ldc_, C, pos, O, ldo, D, scale, status, Knew, Vnew, ldnew, group, part, count, chunk);
+}
+extern "C" __global__ void __launch_bounds__(128) attention_split_f16(const float *Q, int ldq, __half *Kc, __half *Vc,
+		int ldc_, int C, const int *pos, float *O, int ldo, int D, float scale, unsigned *status, const float *Knew,
+		const float *Vnew, int ldnew, int group, float *part, unsigned *count, int chunk) {
+	attention_split_body(Q, ldq, Kc, Vc, ldc_, C, pos, O, ldo, D, scale, status, Knew, Vnew, ldnew, group, part, count, chunk);
+}
+extern "C" __global__ void __launch_bounds__(128) attention_rows_split_f32(const float *Q, int ldq, float *const *Kcs,
+		float *const *Vcs, int ldc_, int C, const int *pos, float *O, int ldo, int D, float scale, unsigned *status, int group,
+		float *part, unsigned *count, int chunk) {
+	attention_split_body(Q, ldq, Kcs[blockIdx.y], Vcs[blockIdx.y], ldc_, C, pos, O, ldo, D, scale, status, (const float *)0,
+		(const float *)0, 0, group, part, count, chunk);
+}
+extern "C" __global__ void __launch_bounds__(128) attention_rows_split_f16(const float *Q, int ldq, __half *const *Kcs,
+		__half *const *Vcs, int ldc_, int C, const int *pos, float *O, int ldo, int D, float scale, unsigned *status, int group,
+		float *part, unsigned *count, int chunk) {
+	attention_split_body(Q, ldq, Kcs[blockIdx.y], Vcs[blockIdx.y], ldc_, C, pos, O, ldo, D, scale, status, (const float *)0,
+		(const float *)0, 0, group, part, count, chunk);
+}
+
 // attention_rows: attention for rows of several sequences, query row i against its own
 // sequence's caches Kcs[i], Vcs[i]; each row computed exactly as attention_* computes it.
 extern "C" __global__ void __launch_bounds__(128) attention_rows_f32(const float *Q, int ldq, float *const *Kcs, float *const *Vcs,

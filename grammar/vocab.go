@@ -127,9 +127,10 @@ const maskCacheSize = 8
 
 // cachedMask is the allowed tokens of a state, keyed by the state's content.
 type cachedMask struct {
-	key string
-	v   *Vocab
-	ids []int32 // ascending
+	key  string
+	v    *Vocab
+	ids  []int32  // ascending
+	bits []uint64 // the same tokens as a set: bit id%64 of word id/64
 }
 
 // stateKey writes the matcher's state (its stacks' positions, the cut character) and the
@@ -153,13 +154,38 @@ func (m *Matcher) stateKey(allowEOG bool) {
 // CachedAllowed returns the tokens that may come next, ascending, if this state's were
 // computed recently (by Allowed or Mask); the slice must not be modified.
 func (m *Matcher) CachedAllowed(v *Vocab, allowEOG bool) ([]int32, bool) {
-	m.stateKey(allowEOG)
-	for _, c := range m.masks {
-		if c.v == v && c.key == string(m.keyBuf) {
-			return c.ids, true
-		}
+	if c := m.cached(v, allowEOG); c != nil {
+		return c.ids, true
 	}
 	return nil, false
+}
+
+// CachedAllowedSet is CachedAllowed as a bit set (bit id%64 of word id/64 is set for an
+// allowed token id), with the number of allowed tokens; the set must not be modified.
+func (m *Matcher) CachedAllowedSet(v *Vocab, allowEOG bool) ([]uint64, int, bool) {
+	if c := m.cached(v, allowEOG); c != nil {
+		return c.bits, len(c.ids), true
+	}
+	return nil, 0, false
+}
+
+// Prepare computes the allowed tokens of the current state (as Allowed does), so that the
+// next CachedAllowed or CachedAllowedSet finds them: a caller can do it while it waits for
+// something else (the model's next step).
+func (m *Matcher) Prepare(v *Vocab, allowEOG bool) error {
+	_, err := m.Allowed(v, allowEOG)
+	return err
+}
+
+// cached returns the current state's cache entry, or nil.
+func (m *Matcher) cached(v *Vocab, allowEOG bool) *cachedMask {
+	m.stateKey(allowEOG)
+	for i := range m.masks {
+		if c := &m.masks[i]; c.v == v && c.key == string(m.keyBuf) {
+			return c
+		}
+	}
+	return nil
 }
 
 // Allowed returns the tokens that may come next, ascending, computed by one walk of the
@@ -178,12 +204,14 @@ func (m *Matcher) Allowed(v *Vocab, allowEOG bool) ([]int32, error) {
 		return nil, err
 	}
 	ids := make([]int32, 0, n)
+	bits := make([]uint64, (v.Size()+63)/64)
 	for id, ok := range m.scratchMask {
 		if ok {
 			ids = append(ids, int32(id))
+			bits[id/64] |= 1 << (id % 64)
 		}
 	}
-	c := cachedMask{key: key, v: v, ids: ids}
+	c := cachedMask{key: key, v: v, ids: ids, bits: bits}
 	if len(m.masks) < maskCacheSize {
 		m.masks = append(m.masks, c)
 	} else {

@@ -193,7 +193,10 @@ func (s *Session) generate(ctx context.Context, prompt string, opts GenerateOpti
 	sampler := NewSampler(opts.Sample, s.m.arch.Hparams().NVocab)
 	if opts.Sample.Grammar != nil {
 		sampler.useGrammar(s.m.grammarVocab(), !opts.IgnoreEOS)
+		defer sampler.gram.stop()
 	}
+	// On a GPU the host waits during each step: the grammar's next mask is computed then.
+	overlap := sampler.gram != nil && s.m.onGPU
 	st.Seed = sampler.Seed()
 	stops := stopstr.Matcher{Stops: opts.Stop}
 	start := time.Now()
@@ -251,7 +254,13 @@ func (s *Session) generate(ctx context.Context, prompt string, opts GenerateOpti
 			st.Stop = StopContextFull
 			break
 		}
+		if overlap {
+			sampler.gram.startPrepare()
+		}
 		logits, err := s.sync(ctx, len(s.tokens))
+		if overlap {
+			sampler.gram.waitPrepare()
+		}
 		if err != nil {
 			if first {
 				s.rollback(keep)

@@ -3,6 +3,8 @@ package llm
 import (
 	"fmt"
 	"math"
+	"math/bits"
+	"slices"
 
 	"github.com/gorun-dev/gorun/grammar"
 )
@@ -18,6 +20,36 @@ type grammarStage struct {
 	m        *grammar.Matcher
 	v        *grammar.Vocab
 	allowEOG bool
+	// prep and prepDone talk to the goroutine that computes the next state's allowed tokens
+	// while a GPU computes the next step (startPrepare), so that the sampling after it finds
+	// them ready: a mask walk costs about as much as a GPU step of a small model.
+	prep     chan struct{}
+	prepDone chan struct{}
+}
+
+// startPrepare has the state's allowed tokens computed in the background; waitPrepare must
+// follow before the matcher is used again.
+func (g *grammarStage) startPrepare() {
+	if g.prep == nil {
+		g.prep, g.prepDone = make(chan struct{}), make(chan struct{})
+		go func(prep <-chan struct{}, done chan<- struct{}) {
+			for range prep {
+				g.m.Prepare(g.v, g.allowEOG) // an error comes again when sampling asks
+				done <- struct{}{}
+			}
+		}(g.prep, g.prepDone)
+	}
+	g.prep <- struct{}{}
+}
+
+func (g *grammarStage) waitPrepare() { <-g.prepDone }
+
+// stop ends the background goroutine, if there is one.
+func (g *grammarStage) stop() {
+	if g.prep != nil {
+		close(g.prep)
+		g.prep = nil
+	}
 }
 
 // grammarVocab is the vocabulary's token texts as a grammar.Vocab, built on first use.
@@ -105,8 +137,8 @@ func (g *grammarStage) topAllowed(c []candidate, logits []float32, k int) ([]can
 	if n != g.v.Size() {
 		return nil, fmt.Errorf("%w: %d logits for a grammar over %d tokens", ErrInvalidOption, n, g.v.Size())
 	}
-	if ids, ok := g.m.CachedAllowed(g.v, g.allowEOG); ok {
-		return selectTop(c, logits, ids, k), nil
+	if set, allowed, ok := g.m.CachedAllowedSet(g.v, g.allowEOG); ok {
+		return topKOfAllowed(c, logits, k, set, allowed), nil
 	}
 	if look := 4*k + 64; look < n/2 {
 		kept, err := g.firstAllowed(topKOf(c, logits, look), k)
@@ -128,20 +160,70 @@ func (g *grammarStage) topAllowed(c []candidate, logits []float32, k int) ([]can
 	return selectTop(c, logits, ids, k), nil
 }
 
+// topKOfAllowed returns, sorted, the k most likely of the allowed tokens logits (the set bits
+// of set, allowed of them), in c's memory: for greedy decoding the most likely token when it is
+// allowed; else, where the allowed tokens are many, topKOf's threshold over the allowed ones
+// (exact for the same reason); else every allowed token.
+func topKOfAllowed(c []candidate, logits []float32, k int, set []uint64, allowed int) []candidate {
+	in := func(id int) bool { return set[id>>6]&(1<<(id&63)) != 0 }
+	if k == 1 {
+		if best := argmax(logits); in(int(best)) {
+			c[0] = candidate{id: best, logit: logits[best]}
+			return c[:1]
+		}
+	}
+	n := len(logits)
+	if n >= 4096 && k*16 <= allowed {
+		var sample [512]float32
+		stride := n / len(sample)
+		for i := range sample {
+			sample[i] = logits[i*stride]
+		}
+		slices.Sort(sample[:])
+		r := min(len(sample)-1, 4*k*len(sample)/allowed+10)
+		t := sample[len(sample)-1-r]
+		w := 0
+		for i, l := range logits {
+			if l >= t && in(i) {
+				c[w] = candidate{id: int32(i), logit: l}
+				w++
+			}
+		}
+		if w >= k {
+			return topK(c[:w], k)
+		}
+	}
+	w := 0
+	for wi, word := range set {
+		for ; word != 0; word &= word - 1 {
+			id := wi*64 + bits.TrailingZeros64(word)
+			c[w] = candidate{id: int32(id), logit: logits[id]}
+			w++
+		}
+	}
+	return selectSorted(c[:w], k)
+}
+
+// selectSorted returns the k first of c (in id order) in the sampler's order, all of them
+// when there are not more.
+func selectSorted(c []candidate, k int) []candidate {
+	if len(c) == 0 {
+		return c
+	}
+	if k < len(c) {
+		return topK(c, k)
+	}
+	sortDesc(c)
+	return c
+}
+
 // selectTop returns the k most likely of the tokens ids (ascending), sorted, in c's memory.
 func selectTop(c []candidate, logits []float32, ids []int32, k int) []candidate {
 	kept := c[:len(ids)]
 	for i, id := range ids {
 		kept[i] = candidate{id: id, logit: logits[id]}
 	}
-	if len(kept) == 0 {
-		return kept
-	}
-	if k < len(kept) {
-		return topK(kept, k)
-	}
-	sortDesc(kept)
-	return kept
+	return selectSorted(kept, k)
 }
 
 // firstAllowed keeps, in order and in top's memory, the first k candidates of top the grammar

@@ -173,6 +173,11 @@ func TestGrammarEqualsFullMask(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if trial%2 == 1 { // the state's set ready, as a GPU step leaves it (topKOfAllowed)
+				if err := s.gram.m.Prepare(v, s.gram.allowEOG); err != nil {
+					t.Fatal(err)
+				}
+			}
 			got, err := s.SampleAt(logits, nil, pos)
 			if err != nil {
 				t.Fatal(err)
@@ -295,5 +300,29 @@ func TestGrammarWideLook(t *testing.T) {
 	}
 	if _, cached := stage.m.CachedAllowed(v, false); cached {
 		t.Error("the wide look walked the trie")
+	}
+}
+
+// With the next mask computed in the background during each step (as on a GPU), generation
+// gives the same text as without, greedy and sampled; -race checks the hand-over.
+func TestGrammarPreparedDuringStep(t *testing.T) {
+	m := loadFixtureModel(t, "gpt2-tiny-f16.gguf", Options{Threads: 2})
+	g, err := grammar.Parse(boundedJSON)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seed := uint64(0); seed < 6; seed++ {
+		opts := GenerateOptions{MaxTokens: 40, Sample: SampleOptions{Temperature: 0.9, TopK: 40, Seed: seed, Grammar: g}}
+		if seed == 0 {
+			opts.Sample = SampleOptions{Grammar: g}
+		}
+		m.onGPU = false
+		want, _ := generateWith(t, m, "Data:", opts)
+		m.onGPU = true
+		got, _ := generateWith(t, m, "Data:", opts)
+		m.onGPU = false
+		if got != want {
+			t.Fatalf("seed %d: %q with the mask prepared during the step, %q without", seed, got, want)
+		}
 	}
 }

@@ -74,7 +74,10 @@ type Model struct {
 	tok    tokenizer.Tokenizer
 	be     graph.Backend
 	ownsBe bool
-	nctx   int
+	// onGPU: the backend is a GPU's, so the host is free while a step computes (a grammar's
+	// next mask is computed then)
+	onGPU bool
+	nctx  int
 	// cacheType is the sessions' KV cache element type (Options.CacheType)
 	cacheType quant.Type
 	nbatch    int
@@ -203,7 +206,7 @@ func (m *Model) open(dev backend.Device, opts Options) error {
 		}
 		return err
 	}
-	m.be, m.ownsBe = be, true
+	m.be, m.ownsBe, m.onGPU = be, true, dev.GPU
 	return nil
 }
 
