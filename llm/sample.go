@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 
+	"github.com/gorun-dev/gorun/cpu/kernels"
 	"github.com/gorun-dev/gorun/grammar"
 )
 
@@ -199,24 +200,28 @@ func (s *Sampler) SampleAt(logits []float32, recent []int32, pos uint64) (int32,
 	if s.start < 0 {
 		s.start = len(recent)
 	}
-	if err := checkFinite(logits); err != nil {
-		return -1, err
+	best, finite := kernels.MaxFinite(logits) // the greedy pick, and the finiteness check
+	if !finite {
+		return -1, checkFinite(logits)
 	}
-	logits, err := s.adjust(logits, recent)
+	adjusted, err := s.adjust(logits, recent)
 	if err != nil {
 		return -1, err
 	}
 	if s.gram != nil {
-		return s.gram.sample(s, logits, pos)
+		return s.gram.sample(s, adjusted, pos)
 	}
 	o := &s.opts
 	if o.Temperature <= 0 {
-		best := argmax(logits)
-		if math.IsInf(float64(logits[best]), -1) {
+		if &adjusted[0] != &logits[0] { // penalties or a bias changed them
+			best = int(argmax(adjusted))
+		}
+		if math.IsInf(float64(adjusted[best]), -1) {
 			return -1, errAllBanned
 		}
-		return best, nil
+		return int32(best), nil
 	}
+	logits = adjusted
 	var c []candidate
 	if o.TopK > 0 && o.TopK < len(logits) {
 		c = topKOf(s.cand, logits, o.TopK)

@@ -144,6 +144,7 @@ func useSIMD(t Tier) {
 		dequant[quant.Q6_K] = dequantQ6_KGo
 		useLegacyAVX512()
 		useLlama(true)
+		useScan()
 		useKQuant23AVX512()
 		useIQ4AVX512()
 		useVNNI()

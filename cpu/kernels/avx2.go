@@ -41,6 +41,7 @@ func useAVX2() {
 	useLegacyAVX2()
 	useIQ4AVX2()
 	useLlama(false)
+	useScan()
 }
 
 // useLegacyAVX2 installs the AVX2 kernels of avx2_legacy_amd64.s: BF16, Q4_1, Q5_0, Q5_1.

@@ -23,6 +23,7 @@ func useGeneric() {
 	ExpSum = expSumGeneric
 	WeightedSum = weightedSumGeneric
 	useGenericLlama()
+	useGenericScan()
 	useIntGeneric()
 	for t := range dequant {
 		dequant[t] = nil
