@@ -220,11 +220,16 @@ type Matcher struct {
 	nextMask    int          // the one to replace next
 	keyBuf      []byte
 	scratchMask []bool
+	// budget bounds the nodes a walk of the trie may enter (PrepareBounded); < 0: no bound
+	budget int
+	// wide holds the states whose walk went past a PrepareBounded budget (they allow many
+	// tokens: checking the likely ones one by one is the cheap way there)
+	wide map[string]bool
 }
 
 // NewMatcher returns a matcher at the start of the text.
 func (g *Grammar) NewMatcher() *Matcher {
-	m := &Matcher{g: g, stacks: g.start}
+	m := &Matcher{g: g, stacks: g.start, budget: -1}
 	m.w.g = g
 	return m
 }

@@ -319,3 +319,50 @@ func TestMatcherPartialUTF8(t *testing.T) {
 		t.Fatal("test assumes a 4-byte emoji")
 	}
 }
+
+// PrepareBounded caches a state whose walk fits the bound (the same set Allowed gives, as a
+// list and as bits) and remembers one that does not, leaving it uncached; the matcher works
+// on unchanged after an aborted walk.
+func TestPrepareBounded(t *testing.T) {
+	toks, eog := testVocab()
+	v := NewVocab(toks, eog)
+	g, err := Parse(JSONGrammar())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		prefix string
+		bound  int
+		cached bool
+	}{{"{", 1 << 20, true}, {"{\"a", 8, false}, {"{\"a", 1 << 20, true}, {"{\"a\": [1, ", 1 << 20, true}} {
+		m := g.NewMatcher()
+		if err := m.Accept([]byte(c.prefix)); err != nil {
+			t.Fatal(err)
+		}
+		ok, err := m.PrepareBounded(v, true, c.bound)
+		if err != nil || ok != c.cached {
+			t.Fatalf("%q bound %d: cached %v, %v; want %v", c.prefix, c.bound, ok, err, c.cached)
+		}
+		set, n, hit := m.CachedAllowedSet(v, true)
+		if hit != c.cached {
+			t.Fatalf("%q: CachedAllowedSet hit %v after PrepareBounded %v", c.prefix, hit, ok)
+		}
+		if again, _ := m.PrepareBounded(v, true, c.bound); again != c.cached {
+			t.Fatalf("%q: a second PrepareBounded says %v", c.prefix, again)
+		}
+		ids, err := m.Allowed(v, true) // the unbounded walk still works and agrees
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hit {
+			if n != len(ids) {
+				t.Fatalf("%q: set of %d, list of %d", c.prefix, n, len(ids))
+			}
+			for _, id := range ids {
+				if set[id/64]&(1<<(id%64)) == 0 {
+					t.Fatalf("%q: token %d allowed but not in the set", c.prefix, id)
+				}
+			}
+		}
+	}
+}

@@ -2,6 +2,7 @@ package grammar
 
 import (
 	"bytes"
+	"errors"
 	"slices"
 )
 
@@ -177,6 +178,35 @@ func (m *Matcher) Prepare(v *Vocab, allowEOG bool) error {
 	return err
 }
 
+// PrepareBounded is Prepare for states whose walk of the trie enters at most maxNodes nodes:
+// those that allow few tokens, where checking the most likely tokens one by one finds none
+// and a walk is what sampling needs. A state past the bound (inside a JSON string, say, where
+// nearly every token is allowed and a walk costs a millisecond) is remembered and left to
+// the one-by-one checks; it reports whether the state's tokens are now cached.
+func (m *Matcher) PrepareBounded(v *Vocab, allowEOG bool, maxNodes int) (bool, error) {
+	if m.cached(v, allowEOG) != nil {
+		return true, nil
+	}
+	if m.wide[string(m.keyBuf)] {
+		return false, nil
+	}
+	key := string(m.keyBuf)
+	m.budget = maxNodes
+	_, err := m.Allowed(v, allowEOG)
+	m.budget = -1
+	if err == errBudget {
+		if m.wide == nil || len(m.wide) >= 256 {
+			m.wide = map[string]bool{}
+		}
+		m.wide[key] = true
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// errBudget ends a bounded walk (PrepareBounded).
+var errBudget = errors.New("grammar: walk over its bound")
+
 // cached returns the current state's cache entry, or nil.
 func (m *Matcher) cached(v *Vocab, allowEOG bool) *cachedMask {
 	m.stateKey(allowEOG)
@@ -280,6 +310,12 @@ func (m *Matcher) maskNode(v *Vocab, node int32, cur []*stack, pend utf8Prefix, 
 			next = m.sets[start:]
 		} else if lo, hi := p.span(); !m.w.acceptsPartial(cur, lo, hi) {
 			continue
+		}
+		if m.budget >= 0 {
+			if m.budget == 0 {
+				return 0, errBudget
+			}
+			m.budget--
 		}
 		for _, id := range v.ids[child.tok0 : child.tok0+child.ntok] {
 			allowed[id] = true

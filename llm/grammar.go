@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
-	"slices"
 
+	"github.com/gorun-dev/gorun/cpu/kernels"
 	"github.com/gorun-dev/gorun/grammar"
 )
 
@@ -27,6 +27,12 @@ type grammarStage struct {
 	prepDone chan struct{}
 }
 
+// prepareNodes bounds the trie walk done during a step: a state allowing few tokens (after
+// "{" or "," in JSON) is walked in well under a GPU step; one allowing most of them (inside a
+// string) would take longer than the step, and sampling there finds allowed tokens among the
+// most likely ones without a walk.
+const prepareNodes = 4096
+
 // startPrepare has the state's allowed tokens computed in the background; waitPrepare must
 // follow before the matcher is used again.
 func (g *grammarStage) startPrepare() {
@@ -34,7 +40,7 @@ func (g *grammarStage) startPrepare() {
 		g.prep, g.prepDone = make(chan struct{}), make(chan struct{})
 		go func(prep <-chan struct{}, done chan<- struct{}) {
 			for range prep {
-				g.m.Prepare(g.v, g.allowEOG) // an error comes again when sampling asks
+				g.m.PrepareBounded(g.v, g.allowEOG, prepareNodes) // an error comes again when sampling asks
 				done <- struct{}{}
 			}
 		}(g.prep, g.prepDone)
@@ -102,7 +108,7 @@ func (g *grammarStage) sample(s *Sampler, logits []float32, pos uint64) (int32, 
 	case o.TopK > 0 && o.TopK < k:
 		k = o.TopK
 	}
-	c, err := g.topAllowed(s.cand[:len(logits)], logits, k)
+	c, err := g.topAllowed(s.cand[:len(logits)], s.indexes(), logits, k)
 	if err != nil {
 		return -1, err
 	}
@@ -132,23 +138,23 @@ func (g *grammarStage) sample(s *Sampler, logits []float32, pos uint64) (int32, 
 //     (the order is total: by logit, then id); inside a JSON string they are found there;
 //   - otherwise a walk of the vocabulary's trie lists the allowed tokens (cheap where few
 //     are allowed, which is where the most likely ones are refused).
-func (g *grammarStage) topAllowed(c []candidate, logits []float32, k int) ([]candidate, error) {
+func (g *grammarStage) topAllowed(c []candidate, idx []int32, logits []float32, k int) ([]candidate, error) {
 	n := len(logits)
 	if n != g.v.Size() {
 		return nil, fmt.Errorf("%w: %d logits for a grammar over %d tokens", ErrInvalidOption, n, g.v.Size())
 	}
 	if set, allowed, ok := g.m.CachedAllowedSet(g.v, g.allowEOG); ok {
-		return topKOfAllowed(c, logits, k, set, allowed), nil
+		return topKOfAllowed(c, idx, logits, k, set, allowed), nil
 	}
 	if look := 4*k + 64; look < n/2 {
-		kept, err := g.firstAllowed(topKOf(c, logits, look), k)
+		kept, err := g.firstAllowed(topKOf(c, idx, logits, look), k)
 		if err != nil || len(kept) == k {
 			return kept, err
 		}
 		// Many of the most likely are allowed (inside a string, say): the allowed set is
 		// large and a walk would visit most of the trie, so look further down the order.
 		if wide := 16*k + 1024; len(kept)*8 >= look && wide < n/2 {
-			if kept, err = g.firstAllowed(topKOf(c, logits, wide), k); err != nil || len(kept) == k {
+			if kept, err = g.firstAllowed(topKOf(c, idx, logits, wide), k); err != nil || len(kept) == k {
 				return kept, err
 			}
 		}
@@ -164,7 +170,7 @@ func (g *grammarStage) topAllowed(c []candidate, logits []float32, k int) ([]can
 // of set, allowed of them), in c's memory: for greedy decoding the most likely token when it is
 // allowed; else, where the allowed tokens are many, topKOf's threshold over the allowed ones
 // (exact for the same reason); else every allowed token.
-func topKOfAllowed(c []candidate, logits []float32, k int, set []uint64, allowed int) []candidate {
+func topKOfAllowed(c []candidate, idx []int32, logits []float32, k int, set []uint64, allowed int) []candidate {
 	in := func(id int) bool { return set[id>>6]&(1<<(id&63)) != 0 }
 	if k == 1 {
 		if best := argmax(logits); in(int(best)) {
@@ -174,23 +180,19 @@ func topKOfAllowed(c []candidate, logits []float32, k int, set []uint64, allowed
 	}
 	n := len(logits)
 	if n >= 4096 && k*16 <= allowed {
-		var sample [512]float32
-		stride := n / len(sample)
-		for i := range sample {
-			sample[i] = logits[i*stride]
-		}
-		slices.Sort(sample[:])
-		r := min(len(sample)-1, 4*k*len(sample)/allowed+10)
-		t := sample[len(sample)-1-r]
-		w := 0
-		for i, l := range logits {
-			if l >= t && in(i) {
-				c[w] = candidate{id: int32(i), logit: l}
-				w++
+		t := sampledThreshold(logits, k, allowed)
+		room := idx[:min(n, 16*k+4096)]
+		if cnt := kernels.IndexAtLeast(logits, t, room); cnt <= len(room) {
+			w := 0
+			for _, i := range room[:cnt] {
+				if in(int(i)) {
+					c[w] = candidate{id: i, logit: logits[i]}
+					w++
+				}
 			}
-		}
-		if w >= k {
-			return topK(c[:w], k)
+			if w >= k {
+				return topK(c[:w], k)
+			}
 		}
 	}
 	w := 0

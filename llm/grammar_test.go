@@ -218,7 +218,7 @@ func TestTopKOf(t *testing.T) {
 		}
 		sortDesc(want)
 		k := 1 + rng.IntN(min(n, 300))
-		got := topKOf(make([]candidate, n), logits, k)
+		got := topKOf(make([]candidate, n), make([]int32, n), logits, k)
 		if len(got) != k {
 			t.Fatalf("n %d k %d: %d candidates", n, k, len(got))
 		}
@@ -279,7 +279,7 @@ func TestGrammarWideLook(t *testing.T) {
 	}
 	const k = 40
 	stage := &grammarStage{m: g.NewMatcher(), v: v}
-	got, err := stage.topAllowed(make([]candidate, n), logits, k)
+	got, err := stage.topAllowed(make([]candidate, n), make([]int32, n), logits, k)
 	if err != nil {
 		t.Fatal(err)
 	}

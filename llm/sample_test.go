@@ -172,9 +172,10 @@ func BenchmarkTopK(b *testing.B) {
 			topK(c, 40)
 		}
 	})
+	idx := make([]int32, len(logits))
 	b.Run("threshold", func(b *testing.B) {
 		for b.Loop() {
-			topKOf(c, logits, 40)
+			topKOf(c, idx, logits, 40)
 		}
 	})
 }

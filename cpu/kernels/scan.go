@@ -9,7 +9,29 @@ import "math"
 // Every tier gives the same answer.
 var MaxFinite func(x []float32) (int, bool)
 
-func useGenericScan() { MaxFinite = maxFiniteGeneric }
+// IndexAtLeast writes to dst, in increasing order, the indexes i of x with x[i] >= t (NaN is
+// never at least t), as many as fit, and returns how many there are in all (which may exceed
+// len(dst)): the sampler's top-k keeps only the logits above a threshold. Every tier gives the
+// same answer.
+var IndexAtLeast func(x []float32, t float32, dst []int32) int
+
+func useGenericScan() {
+	MaxFinite = maxFiniteGeneric
+	IndexAtLeast = indexAtLeastGeneric
+}
+
+func indexAtLeastGeneric(x []float32, t float32, dst []int32) int {
+	n := 0
+	for i, v := range x {
+		if v >= t {
+			if n < len(dst) {
+				dst[n] = int32(i)
+			}
+			n++
+		}
+	}
+	return n
+}
 
 func maxFiniteGeneric(x []float32) (int, bool) {
 	const exponent = 0x7f800000 // all ones: infinite or NaN

@@ -82,3 +82,49 @@ found:
 	MOVQ AX, ret+24(FP)
 	VZEROUPPER
 	RET
+
+// func atLeastMasksAVX2(x *float32, n uintptr, t float32, masks *uint64) // n a positive multiple of 64
+// VCMPPS predicate 0x12 (LE_OQ) with t first: t <= x, false for NaN.
+TEXT ·atLeastMasksAVX2(SB), NOSPLIT, $0-32
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	VBROADCASTSS t+16(FP), Y0
+	MOVQ masks+24(FP), DI
+loop:
+	VCMPPS $0x12, (SI), Y0, Y1
+	VCMPPS $0x12, 32(SI), Y0, Y2
+	VCMPPS $0x12, 64(SI), Y0, Y3
+	VCMPPS $0x12, 96(SI), Y0, Y4
+	VMOVMSKPS Y1, AX
+	VMOVMSKPS Y2, BX
+	VMOVMSKPS Y3, R8
+	VMOVMSKPS Y4, R9
+	SHLQ $8, BX
+	SHLQ $16, R8
+	SHLQ $24, R9
+	ORQ BX, AX
+	ORQ R8, AX
+	ORQ R9, AX
+	VCMPPS $0x12, 128(SI), Y0, Y1
+	VCMPPS $0x12, 160(SI), Y0, Y2
+	VCMPPS $0x12, 192(SI), Y0, Y3
+	VCMPPS $0x12, 224(SI), Y0, Y4
+	VMOVMSKPS Y1, BX
+	VMOVMSKPS Y2, R8
+	VMOVMSKPS Y3, R9
+	VMOVMSKPS Y4, R10
+	SHLQ $32, BX
+	SHLQ $40, R8
+	SHLQ $48, R9
+	SHLQ $56, R10
+	ORQ BX, AX
+	ORQ R8, AX
+	ORQ R9, AX
+	ORQ R10, AX
+	MOVQ AX, (DI)
+	ADDQ $256, SI
+	ADDQ $8, DI
+	SUBQ $64, CX
+	JNZ loop
+	VZEROUPPER
+	RET

@@ -73,3 +73,33 @@ func BenchmarkMaxFinite(b *testing.B) {
 		})
 	}
 }
+
+// Every tier's IndexAtLeast lists the generic one's indexes, and counts past a full dst.
+func TestIndexAtLeastTiers(t *testing.T) {
+	rng := rand.New(rand.NewPCG(33, 34))
+	for _, n := range []int{1, 63, 64, 65, 200, 4096, 4097, 50257} {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64())
+		}
+		x[rng.IntN(n)] = float32(math.NaN())
+		for _, th := range []float32{-10, 0, 1.5, 3, 100} {
+			Use(Generic)
+			want := make([]int32, n)
+			wn := IndexAtLeast(x, th, want)
+			forEachTier(t, func(t *testing.T, tier Tier) {
+				for _, size := range []int{n, wn / 2} {
+					got := make([]int32, size)
+					if gn := IndexAtLeast(x, th, got); gn != wn {
+						t.Fatalf("n=%d t=%v: %d indexes, generic %d", n, th, gn, wn)
+					}
+					for i := range min(size, wn) {
+						if got[i] != want[i] {
+							t.Fatalf("n=%d t=%v: index %d is %d, generic %d", n, th, i, got[i], want[i])
+						}
+					}
+				}
+			})
+		}
+	}
+}
