@@ -462,11 +462,14 @@ func (b *Backend) refreshTables(p *program) error {
 	return nil
 }
 
-// attentionSplits chooses how a decode attention over a cache of C positions is split
-// (attention_split): chunks of at least 64 positions, at most 32 of them.
-func attentionSplits(C int) (splits, chunk int) {
-	splits = min((C+63)/64, 32)
-	return splits, (C + splits - 1) / splits
+// attentionSplits chooses how a decode attention over a cache of C positions with heads
+// query heads is split (attention_split): into about 264 blocks per query row (two per SM of an
+// H100), at most 32 per head and one per 64 positions, each taking a share of 0..p (at least 64
+// positions; at most maxChunk). The split depends on neither the position nor the number of
+// rows, so a row gives the same bits alone and in a batch.
+func attentionSplits(C, heads int) (splits, maxChunk int) {
+	splits = min((264+heads-1)/heads, 32, (C+63)/64)
+	return splits, max(64, (C+splits-1)/splits)
 }
 
 // splitAttention turns l, a decode attention launch whose arguments a holds, into the split
@@ -838,7 +841,7 @@ func (b *Backend) emit(p *program, o op, where func(*graph.Tensor) (DevicePtr, e
 		l.grid = Dim3{heads, q.NRows(), 1}
 		l.block = Dim3{128, 1, 1}
 		l.shm = (D + C + 128) * 4
-		if S, chunk := attentionSplits(C); S > 1 {
+		if S, chunk := attentionSplits(C, heads); S > 1 {
 			if err = b.splitAttention(p, &l, &a, heads, q.NRows(), D, S, chunk); err == nil {
 				name = "attention_rows_split_" + suf
 			}
@@ -888,7 +891,7 @@ func (b *Backend) emit(p *program, o op, where func(*graph.Tensor) (DevicePtr, e
 		l.grid = Dim3{heads, q.NRows(), 1}
 		l.block = Dim3{128, 1, 1}
 		l.shm = (D + C + 128) * 4
-		if S, chunk := attentionSplits(C); S > 1 {
+		if S, chunk := attentionSplits(C, heads); S > 1 {
 			if err = b.splitAttention(p, &l, &a, heads, q.NRows(), D, S, chunk); err == nil {
 				name = "attention_split_" + suf
 			}

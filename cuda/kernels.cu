@@ -1683,7 +1683,7 @@ extern "C" __global__ void __launch_bounds__(128) attention_f16(const float *Q, 
 // attention_split: decode attention split over the context (flash-decoding). One block per
 // (head, query row) walking every position left a 124M model's 12 heads on 12 of 132 SMs, and a
 // token at position 500 took 2.5x one at position 10. Block (h, i, s) takes positions
-// s*chunk .. min((s+1)*chunk, p+1)-1, writes its unnormalized partial (max score, sum of
+// s*chunk .. min((s+1)*chunk, p+1)-1 (chunk from p, below), writes its unnormalized partial (max score, sum of
 // exponentials, exponential-weighted sum of values) to part, and the last block of (h, i) to
 // finish (a ticket counter per (h, i), reset by that block) combines the partials in split
 // order: the result does not depend on which block finishes last, so a row computes the same
@@ -1691,7 +1691,7 @@ extern "C" __global__ void __launch_bounds__(128) attention_f16(const float *Q, 
 template <typename CT>
 __device__ __forceinline__ void attention_split_body(const float *Q, int ldq, CT *Kc, CT *Vc, int ldc_, int C,
 		const int *pos, float *O, int ldo, int D, float scale, unsigned *status, const float *Knew, const float *Vnew, int ldnew,
-		int group, float *part, unsigned *count, int chunk) {
+		int group, float *part, unsigned *count, int maxChunk) {
 	extern __shared__ float sm[];
 	__shared__ int last;
 	int h = blockIdx.x, i = blockIdx.y, s = blockIdx.z, H = gridDim.x, S = gridDim.z, kvo = (h / group) * D;
@@ -1699,8 +1699,11 @@ __device__ __forceinline__ void attention_split_body(const float *Q, int ldq, CT
 	int p = pos[i];
 	bool ok = p >= 0 && p < C;
 	if (!ok && s == 0 && tid == 0) atomicOr(status, ST_BAD_POS);
+	// The split of positions 0..p follows p (at least 64 positions a block): a short context
+	// takes few blocks, a long one all S; maxChunk (ceil(C/S), at least 64) bounds it.
+	int chunk = ok ? min(maxChunk, max(64, (p + S) / S)) : maxChunk;
 	int j0 = s * chunk, j1 = ok ? min(j0 + chunk, p + 1) : j0;
-	float *q = sm, *scores = sm + D, *red = sm + D + chunk;
+	float *q = sm, *scores = sm + D, *red = sm + D + maxChunk;
 	float *mine = part + ((size_t)(i * H + h) * S + s) * (D + 2);
 	if (j1 > j0) {
 		if (Knew && p < j1) { // this split holds position p: the fused store of the new K and V rows
@@ -1806,25 +1809,25 @@ __device__ __forceinline__ void attention_split_body(const float *Q, int ldq, CT
 
 extern "C" __global__ void __launch_bounds__(128) attention_split_f32(const float *Q, int ldq, float *Kc, float *Vc,
 		int ldc_, int C, const int *pos, float *O, int ldo, int D, float scale, unsigned *status, const float *Knew,
-		const float *Vnew, int ldnew, int group, float *part, unsigned *count, int chunk) {
-	attention_split_body(Q, ldq, Kc, Vc, ldc_, C, pos, O, ldo, D, scale, status, Knew, Vnew, ldnew, group, part, count, chunk);
+		const float *Vnew, int ldnew, int group, float *part, unsigned *count, int maxChunk) {
+	attention_split_body(Q, ldq, Kc, Vc, ldc_, C, pos, O, ldo, D, scale, status, Knew, Vnew, ldnew, group, part, count, maxChunk);
 }
 extern "C" __global__ void __launch_bounds__(128) attention_split_f16(const float *Q, int ldq, __half *Kc, __half *Vc,
 		int ldc_, int C, const int *pos, float *O, int ldo, int D, float scale, unsigned *status, const float *Knew,
-		const float *Vnew, int ldnew, int group, float *part, unsigned *count, int chunk) {
-	attention_split_body(Q, ldq, Kc, Vc, ldc_, C, pos, O, ldo, D, scale, status, Knew, Vnew, ldnew, group, part, count, chunk);
+		const float *Vnew, int ldnew, int group, float *part, unsigned *count, int maxChunk) {
+	attention_split_body(Q, ldq, Kc, Vc, ldc_, C, pos, O, ldo, D, scale, status, Knew, Vnew, ldnew, group, part, count, maxChunk);
 }
 extern "C" __global__ void __launch_bounds__(128) attention_rows_split_f32(const float *Q, int ldq, float *const *Kcs,
 		float *const *Vcs, int ldc_, int C, const int *pos, float *O, int ldo, int D, float scale, unsigned *status, int group,
-		float *part, unsigned *count, int chunk) {
+		float *part, unsigned *count, int maxChunk) {
 	attention_split_body(Q, ldq, Kcs[blockIdx.y], Vcs[blockIdx.y], ldc_, C, pos, O, ldo, D, scale, status, (const float *)0,
-		(const float *)0, 0, group, part, count, chunk);
+		(const float *)0, 0, group, part, count, maxChunk);
 }
 extern "C" __global__ void __launch_bounds__(128) attention_rows_split_f16(const float *Q, int ldq, __half *const *Kcs,
 		__half *const *Vcs, int ldc_, int C, const int *pos, float *O, int ldo, int D, float scale, unsigned *status, int group,
-		float *part, unsigned *count, int chunk) {
+		float *part, unsigned *count, int maxChunk) {
 	attention_split_body(Q, ldq, Kcs[blockIdx.y], Vcs[blockIdx.y], ldc_, C, pos, O, ldo, D, scale, status, (const float *)0,
-		(const float *)0, 0, group, part, count, chunk);
+		(const float *)0, 0, group, part, count, maxChunk);
 }
 
 // attention_rows: attention for rows of several sequences, query row i against its own
