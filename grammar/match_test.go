@@ -366,3 +366,47 @@ func TestPrepareBounded(t *testing.T) {
 		}
 	}
 }
+
+// A fork computes the state's allowed tokens on another goroutine while the matcher goes on;
+// adopted, they are found when the matcher comes back to that state.
+func TestForkAdopt(t *testing.T) {
+	toks, eog := testVocab()
+	v := NewVocab(toks, eog)
+	g, err := Parse(JSONGrammar())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := g.NewMatcher()
+	if err := m.Accept([]byte("{\"a")); err != nil {
+		t.Fatal(err)
+	}
+	f := m.Fork()
+	done := make(chan error)
+	go func() { done <- f.Prepare(v, true) }()
+	if err := m.Accept([]byte("b\": ")); err != nil { // the matcher moves on meanwhile
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	m.Adopt(f)
+	if _, _, hit := m.CachedAllowedSet(v, true); hit {
+		t.Fatal("the fork's state found in another state")
+	}
+	back := g.NewMatcher()
+	if err := back.Accept([]byte("{\"a")); err != nil {
+		t.Fatal(err)
+	}
+	back.Adopt(f)
+	ids, ok := back.CachedAllowed(v, true)
+	if !ok {
+		t.Fatal("adopted set not found")
+	}
+	fresh := g.NewMatcher()
+	if err := fresh.Accept([]byte("{\"a")); err != nil {
+		t.Fatal(err)
+	}
+	if want, err := fresh.Allowed(v, true); err != nil || !slices.Equal(ids, want) {
+		t.Fatalf("adopted %d tokens, a fresh walk %d (%v)", len(ids), len(want), err)
+	}
+}

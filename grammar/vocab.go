@@ -204,6 +204,31 @@ func (m *Matcher) PrepareBounded(v *Vocab, allowEOG bool, maxNodes int) (bool, e
 	return err == nil, err
 }
 
+// Fork returns a matcher in the same state with its own scratch memory and cache, for
+// computing this state's allowed tokens on another goroutine (the stacks are immutable and
+// shared); Adopt then brings its result into m.
+func (m *Matcher) Fork() *Matcher {
+	f := &Matcher{g: m.g, stacks: slices.Clone(m.stacks), pend: m.pend, budget: -1}
+	f.w.g = m.g
+	return f
+}
+
+// Adopt adds the allowed-token sets that f (a Fork of m, possibly advanced since) computed to
+// m's cache, so that m finds them when it reaches those states; f must not be in use.
+func (m *Matcher) Adopt(f *Matcher) {
+	for _, c := range f.masks {
+		if m.wide != nil {
+			delete(m.wide, c.key)
+		}
+		if len(m.masks) < maskCacheSize {
+			m.masks = append(m.masks, c)
+			continue
+		}
+		m.masks[m.nextMask] = c
+		m.nextMask = (m.nextMask + 1) % maskCacheSize
+	}
+}
+
 // errBudget ends a bounded walk (PrepareBounded).
 var errBudget = errors.New("grammar: walk over its bound")
 

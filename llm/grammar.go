@@ -25,6 +25,10 @@ type grammarStage struct {
 	// them ready: a mask walk costs about as much as a GPU step of a small model.
 	prep     chan struct{}
 	prepDone chan struct{}
+	// wide is the fork walking a wide state in the background (walkWide), nil when none;
+	// wideDone hands it back when its walk is done
+	wide     *grammar.Matcher
+	wideDone chan *grammar.Matcher
 }
 
 // prepareNodes bounds the trie walk done during a step: a state allowing few tokens (after
@@ -40,12 +44,37 @@ func (g *grammarStage) startPrepare() {
 		g.prep, g.prepDone = make(chan struct{}), make(chan struct{})
 		go func(prep <-chan struct{}, done chan<- struct{}) {
 			for range prep {
-				g.m.PrepareBounded(g.v, g.allowEOG, prepareNodes) // an error comes again when sampling asks
+				// An error comes again when sampling asks.
+				if ok, err := g.m.PrepareBounded(g.v, g.allowEOG, prepareNodes); !ok && err == nil && g.wide == nil {
+					g.walkWide()
+				}
 				done <- struct{}{}
 			}
 		}(g.prep, g.prepDone)
 	}
+	select { // a wide state's walk finished: its set joins the matcher's cache
+	case f := <-g.wideDone:
+		g.m.Adopt(f)
+		g.wide = nil
+	default:
+	}
 	g.prep <- struct{}{}
+}
+
+// walkWide walks a state that allows many tokens (PrepareBounded gave up on it) on a fork
+// of the matcher, on its own goroutine, over as many steps as it takes: generation goes on
+// checking likely tokens one by one meanwhile, and a state that recurs (each token inside a
+// JSON string leads back to the same one) then finds its set cached.
+func (g *grammarStage) walkWide() {
+	if g.wideDone == nil {
+		g.wideDone = make(chan *grammar.Matcher, 1)
+	}
+	f := g.m.Fork()
+	g.wide = f
+	go func() {
+		f.Prepare(g.v, g.allowEOG)
+		g.wideDone <- f
+	}()
 }
 
 func (g *grammarStage) waitPrepare() { <-g.prepDone }
