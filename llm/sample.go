@@ -542,6 +542,11 @@ func kthLargest(a []float32, r int) float32 {
 // topK moves the k largest candidates to the front, sorted, in O(n log k). The candidates must
 // be in id order: of equal logits, the earlier is kept and comes first (the sampler's order).
 func topK(c []candidate, k int) []candidate {
+	if k > 64 { // inserting into a long sorted top costs more than selecting, then sorting
+		selectFirst(c, k)
+		sortDesc(c[:k])
+		return c[:k]
+	}
 	h := c[:k]
 	sortDesc(h) // h[k-1] is the smallest kept
 	for i := k; i < len(c); i++ {
@@ -570,5 +575,51 @@ func softmax(c []candidate, temp float32) {
 	}
 	for i := range c {
 		c[i].p = float32(float64(c[i].p) / sum)
+	}
+}
+
+// before is the sampler's total order: larger logit first, then lower id.
+func before(a, b candidate) bool {
+	return a.logit > b.logit || a.logit == b.logit && a.id < b.id
+}
+
+// selectFirst moves the m first candidates in the order of before to c[:m] (unsorted), in
+// expected linear time (quickselect with median-of-three pivots).
+func selectFirst(c []candidate, m int) {
+	lo, hi := 0, len(c)-1
+	for lo < hi {
+		mid := lo + (hi-lo)/2
+		if before(c[mid], c[lo]) {
+			c[mid], c[lo] = c[lo], c[mid]
+		}
+		if before(c[hi], c[lo]) {
+			c[hi], c[lo] = c[lo], c[hi]
+		}
+		if before(c[hi], c[mid]) {
+			c[hi], c[mid] = c[mid], c[hi]
+		}
+		pivot := c[mid]
+		i, j := lo, hi
+		for i <= j {
+			for before(c[i], pivot) {
+				i++
+			}
+			for before(pivot, c[j]) {
+				j--
+			}
+			if i <= j {
+				c[i], c[j] = c[j], c[i]
+				i++
+				j--
+			}
+		}
+		switch {
+		case m-1 <= j:
+			hi = j
+		case m-1 >= i:
+			lo = i
+		default:
+			return
+		}
 	}
 }

@@ -179,3 +179,25 @@ func BenchmarkTopK(b *testing.B) {
 		}
 	})
 }
+
+// topK gives the first k candidates of the sampler's order, sorted, by insertion (small k) and
+// by selection (large k) alike, ties included.
+func TestTopKLargeAndSmall(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for trial := range 200 {
+		n := 1 + rng.IntN(5000)
+		c := make([]candidate, n)
+		for i := range c {
+			c[i] = candidate{id: int32(i), logit: float32(rng.IntN(1 + trial%40))}
+		}
+		want := append([]candidate(nil), c...)
+		sortDesc(want)
+		k := 1 + rng.IntN(min(n, 2000))
+		got := topK(c, k)
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("n %d k %d: position %d is %+v, want %+v", n, k, i, got[i], want[i])
+			}
+		}
+	}
+}
