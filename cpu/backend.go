@@ -182,7 +182,7 @@ func (b *Backend) prepare(g *graph.Graph) error {
 		switch n.Op {
 		case graph.OpMulMat, graph.OpGetRows:
 			tile = max(tile, tileRows*n.Src[0].Ne[0])
-			if n.Op == graph.OpMulMat && b.intKernel(n.Src[0]) != nil {
+			if n.Op == graph.OpMulMat && b.intKernel(n) != nil {
 				iact = max(iact, n.Src[0].Ne[0]/32*32*n.Src[1].NRows())
 				ik = max(ik, n.Src[0].Ne[0]/32*32)
 			}

@@ -20,7 +20,7 @@ const tileRows = 16
 func (b *Backend) mulMat(idx int, n *graph.Tensor, ith, nth int) {
 	w, x := n.Src[0], n.Src[1]
 	ctr := &b.chunks[idx]
-	if ik := b.intKernel(w); ik != nil {
+	if ik := b.intKernel(n); ik != nil {
 		b.mulMatQuantized(n, ctr, ith, nth, ik)
 		return
 	}
@@ -156,16 +156,23 @@ func f32Rows(t *graph.Tensor) ([]float32, int, bool) {
 	return quant.AsF32(t.Buf.Host[t.Off:end]), t.Nb[1] / 4, true
 }
 
-// intKernel returns the integer kernels that multiply with weights w on the integer path, or
-// nil for the float path: when the path is off, and for weight types without integer kernels
-// (K-quants, F16, ...), which would otherwise fall to plain-Go integer dots several times
-// slower than the float path's SIMD kernels.
-func (b *Backend) intKernel(w *graph.Tensor) *kernels.IntKernel {
-	if !b.quantAct {
+// intKernel returns the integer kernels for the matmul node n on the integer path, or nil for
+// the float path: when the path is off; for weight types without integer kernels (K-quants,
+// F16, ...), which would otherwise fall to plain-Go integer dots several times slower than the
+// float path's SIMD kernels; and for the logits (see logitsNode).
+func (b *Backend) intKernel(n *graph.Tensor) *kernels.IntKernel {
+	if !b.quantAct || n.Name == logitsNode {
 		return nil
 	}
-	return kernels.IntKernelFor(w.Type)
+	return kernels.IntKernelFor(n.Src[0].Type)
 }
+
+// logitsNode is the name the models give the matmul that computes the logits. It keeps float32
+// activations on the integer path: the error of 8-bit activations there goes straight into
+// the log-probabilities (a third of the integer path's KL divergence from the float path on
+// the q8_0 fixture, cpu/PERF.md), and it costs the integer path little, since prompts compute
+// the logits of their last row alone and generation's one row gains nothing from it.
+const logitsNode = "logits"
 
 // mulMatQuantized is ggml's integer path: the activation rows are quantized to Q8_0 (by all
 // threads, then a barrier; or for generation's few rows, by each thread for itself), then
