@@ -41,8 +41,9 @@ type Backend struct {
 	iact     kernels.IntAct
 }
 
-// SetQuantizedActivations chooses ggml's integer dot path for quantized weights (activations
-// quantized to 8 bits per matmul) instead of the default float32 activations.
+// SetQuantizedActivations chooses ggml's integer dot path (activations quantized to 8 bits
+// per matmul) for the weight types with integer kernels, instead of the default float32
+// activations (see intKernel).
 func (b *Backend) SetQuantizedActivations(on bool) { b.quantAct = on }
 
 // SetObserver makes Compute call f after each node with the node's result and inputs still in

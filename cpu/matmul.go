@@ -169,7 +169,7 @@ func (b *Backend) intKernel(n *graph.Tensor) *kernels.IntKernel {
 
 // logitsNode is the name the models give the matmul that computes the logits. It keeps float32
 // activations on the integer path: the error of 8-bit activations there goes straight into
-// the log-probabilities (a third of the integer path's KL divergence from the float path on
+// the log-probabilities (a tenth of the integer path's KL divergence from the float path on
 // the q8_0 fixture, cpu/PERF.md), and it costs the integer path little, since prompts compute
 // the logits of their last row alone and generation's one row gains nothing from it.
 const logitsNode = "logits"
