@@ -116,7 +116,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cache.cacheK, "cache-type-k", "f32", "same as -ctk")
 	fs.StringVar(&cache.cacheV, "ctv", "f32", "KV cache `TYPE` of the values: f32 or f16")
 	fs.StringVar(&cache.cacheV, "cache-type-v", "f32", "same as -ctv")
-	qact := fs.Bool("quantized-activations", false, "quantize activations to 8 bits for quantized weights (ggml's integer path) instead of float32")
+	qact := fs.Bool("quantized-activations", false, "quantize activations to 8 bits for Q8_0/Q4_0 weights (ggml's integer path; other types and the logits stay float32)")
 	pos, err := parseFlags(fs, args)
 	switch {
 	case err != nil:

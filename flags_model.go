@@ -83,7 +83,7 @@ func (m *modelFlags) register(fs interface {
 	fs.IntVar(&m.batch, "batch-size", 512, "same as -b")
 	fs.IntVar(&m.ngl, "ngl", 0, "layers to offload to the GPU (a CUDA build offloads all or none: 99 for all)")
 	fs.IntVar(&m.ngl, "n-gpu-layers", 0, "same as -ngl")
-	fs.BoolVar(&m.q8act, "quantized-activations", false, "quantize activations to 8 bits for quantized weights (ggml's integer path) instead of float32")
+	fs.BoolVar(&m.q8act, "quantized-activations", false, "quantize activations to 8 bits for Q8_0/Q4_0 weights (ggml's integer path; other types and the logits stay float32)")
 	fs.Var(&m.mem, "mem-limit", "refuse a model and context needing more than `SIZE` (512M, 8G, ...; auto: the memory available; off)")
 	fs.IntVar(&m.ubatch, "ub", 512, "physical batch: the most prompt tokens evaluated at once (-b larger than it is cut to it)")
 	fs.IntVar(&m.ubatch, "ubatch-size", 512, "same as -ub")

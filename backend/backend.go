@@ -21,7 +21,7 @@ var ErrNoGPU = errors.New("this gorun was built without GPU support (build with 
 // Config is what opening a device takes.
 type Config struct {
 	Threads              int  // CPU threads (<= 0: one per physical core)
-	QuantizedActivations bool // CPU: quantize activations to 8 bits for quantized weights
+	QuantizedActivations bool // CPU: quantize activations to 8 bits for Q8_0/Q4_0 weights (integer kernels)
 	Ordinal              int  // which device of the kind (GPU 0, 1, ...)
 }
 

@@ -34,15 +34,16 @@ type Backend struct {
 
 	observe func(n *graph.Tensor) // called after each node, on one thread, when set
 
-	// quantAct makes matrix multiplications with quantized weights quantize the activations
-	// (Q8_0/Q8_1/Q8_K, as ggml does) and use integer dot products; qact holds them.
+	// quantAct makes matrix multiplications with weight types that have integer kernels
+	// (Q8_0, Q4_0) quantize the activations to Q8_0, as ggml does, and use integer dot
+	// products; iact holds them.
 	quantAct bool
-	qact     []byte
-	iact     kernels.IntAct // activations quantized for the integer kernels (Q8_0, Q4_0 weights)
+	iact     kernels.IntAct
 }
 
-// SetQuantizedActivations chooses ggml's integer dot path for quantized weights (activations
-// quantized to 8 bits per matmul) instead of the default float32 activations.
+// SetQuantizedActivations chooses ggml's integer dot path (activations quantized to 8 bits
+// per matmul) for the weight types with integer kernels, instead of the default float32
+// activations (see intKernel).
 func (b *Backend) SetQuantizedActivations(on bool) { b.quantAct = on }
 
 // SetObserver makes Compute call f after each node with the node's result and inputs still in
@@ -171,7 +172,7 @@ func (b *Backend) prepare(g *graph.Graph) error {
 	if len(b.chunks) < len(g.Nodes) {
 		b.chunks = make([]atomic.Int64, len(g.Nodes))
 	}
-	tile, scores, qact, rope, iact, ik := 0, 0, 0, 0, 0, 0
+	tile, scores, rope, iact, ik := 0, 0, 0, 0, 0
 	for _, n := range g.Nodes {
 		if n.Buf == nil {
 			return fmt.Errorf("cpu: node %q (%v) has no memory: graph not bound", n.Name, n.Op)
@@ -182,16 +183,9 @@ func (b *Backend) prepare(g *graph.Graph) error {
 		switch n.Op {
 		case graph.OpMulMat, graph.OpGetRows:
 			tile = max(tile, tileRows*n.Src[0].Ne[0])
-			if f := formatTable[n.Src[0].Type]; n.Op == graph.OpMulMat && b.quantAct && f.VecDot != nil {
-				rs, err := f.VecDotType.RowSize(int64(n.Src[0].Ne[0]))
-				if err != nil {
-					return fmt.Errorf("cpu: %q: %w", n.Src[0].Name, err)
-				}
-				qact = max(qact, int(rs)*n.Src[1].NRows())
-				if kernels.IntKernelFor(n.Src[0].Type) != nil {
-					iact = max(iact, n.Src[0].Ne[0]/32*32*n.Src[1].NRows())
-					ik = max(ik, n.Src[0].Ne[0]/32*32)
-				}
+			if n.Op == graph.OpMulMat && b.intKernel(n) != nil {
+				iact = max(iact, n.Src[0].Ne[0]/32*32*n.Src[1].NRows())
+				ik = max(ik, n.Src[0].Ne[0]/32*32)
 			}
 		case graph.OpAttention:
 			scores = max(scores, n.Src[1].Ne[1])
@@ -200,9 +194,6 @@ func (b *Backend) prepare(g *graph.Graph) error {
 		case graph.OpRoPE:
 			rope = max(rope, n.IParams[1])
 		}
-	}
-	if len(b.qact) < qact {
-		b.qact = make([]byte, qact)
 	}
 	if len(b.iact.Q) < iact {
 		b.iact.Size(1, iact)

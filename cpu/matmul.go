@@ -20,8 +20,8 @@ const tileRows = 16
 func (b *Backend) mulMat(idx int, n *graph.Tensor, ith, nth int) {
 	w, x := n.Src[0], n.Src[1]
 	ctr := &b.chunks[idx]
-	if f := formatTable[w.Type]; b.quantAct && f.VecDot != nil {
-		b.mulMatQuantized(n, ctr, ith, nth, f)
+	if ik := b.intKernel(n); ik != nil {
+		b.mulMatQuantized(n, ctr, ith, nth, ik)
 		return
 	}
 	K, N := w.Ne[0], w.Ne[1]
@@ -156,18 +156,32 @@ func f32Rows(t *graph.Tensor) ([]float32, int, bool) {
 	return quant.AsF32(t.Buf.Host[t.Off:end]), t.Nb[1] / 4, true
 }
 
-// mulMatQuantized is ggml's integer path: the threads first quantize the activation rows to
-// the weight type's dot-product partner type, wait for each other, then compute integer dots:
-// with the integer kernels where the weight type has them (mulMatInt), else quant's VecDot.
-func (b *Backend) mulMatQuantized(n *graph.Tensor, ctr *atomic.Int64, ith, nth int, f *quant.Format) {
+// intKernel returns the integer kernels for the matmul node n on the integer path, or nil for
+// the float path: when the path is off; for weight types without integer kernels (K-quants,
+// F16, ...), which would otherwise fall to plain-Go integer dots several times slower than the
+// float path's SIMD kernels; and for the logits (see logitsNode).
+func (b *Backend) intKernel(n *graph.Tensor) *kernels.IntKernel {
+	if !b.quantAct || n.Name == logitsNode {
+		return nil
+	}
+	return kernels.IntKernelFor(n.Src[0].Type)
+}
+
+// logitsNode is the name the models give the matmul that computes the logits. It keeps float32
+// activations on the integer path: the error of 8-bit activations there goes straight into
+// the log-probabilities (a tenth of the integer path's KL divergence from the float path on
+// the q8_0 fixture, cpu/PERF.md), and it costs the integer path little, since prompts compute
+// the logits of their last row alone and generation's one row gains nothing from it.
+const logitsNode = "logits"
+
+// mulMatQuantized is ggml's integer path: the activation rows are quantized to Q8_0 (by all
+// threads, then a barrier; or for generation's few rows, by each thread for itself), then
+// multiplied by the integer kernels (mulMatInt).
+func (b *Backend) mulMatQuantized(n *graph.Tensor, ctr *atomic.Int64, ith, nth int, ik *kernels.IntKernel) {
 	w, x := n.Src[0], n.Src[1]
-	K, N, M := w.Ne[0], w.Ne[1], x.NRows()
-	rs := K / f.VecDotType.BlockSize() * f.VecDotType.TypeSize()
-	xq := b.qact[:M*rs]
-	vf := formatTable[f.VecDotType]
-	ik := kernels.IntKernelFor(w.Type)
+	K, M := w.Ne[0], x.NRows()
 	s := &b.scratch[ith]
-	if ik != nil && M < intTileMin {
+	if M < intTileMin {
 		// Generation: each thread quantizes the few rows itself, into its own memory, which
 		// costs less than waiting for the others at a barrier.
 		s.iact = s.iactOwn.View(M, K)
@@ -180,44 +194,16 @@ func (b *Backend) mulMatQuantized(n *graph.Tensor, ctr *atomic.Int64, ith, nth i
 		b.mulMatInt(n, ctr, s, ik, nth)
 		return
 	}
-	if ik != nil {
-		s.iact = b.iact.View(M, K)
-	}
+	s.iact = b.iact.View(M, K)
 	lo, hi := split(M, ith, nth)
 	for m := lo; m < hi; m++ {
-		var err error
-		if ik != nil {
-			err = kernels.QuantizeAct(&s.iact, m, x.F32Row(m), ik.Off)
-		} else {
-			err = vf.Quantize(xq[m*rs:(m+1)*rs], x.F32Row(m))
-		}
-		if err != nil {
+		if err := kernels.QuantizeAct(&s.iact, m, x.F32Row(m), ik.Off); err != nil {
 			b.fail(fmt.Errorf("mul_mat %q: activations: %w", w.Name, err))
 		}
 	}
 	b.bar.wait()
-	if ik != nil {
-		b.mulMatInt(n, ctr, s, ik, nth)
-		return
-	}
-	out := n.F32()
-	for {
-		lo := int(ctr.Add(1)-1) * vecChunk
-		if lo >= N {
-			return
-		}
-		hi := min(N, lo+vecChunk)
-		for m := 0; m < M; m++ {
-			xr, o := xq[m*rs:(m+1)*rs], out[m*N:(m+1)*N]
-			for r := lo; r < hi; r++ {
-				o[r] = f.VecDot(w.Row(r), xr)
-			}
-		}
-	}
+	b.mulMatInt(n, ctr, s, ik, nth)
 }
-
-// vecChunk is the number of weight rows a thread claims at a time on the integer path.
-const vecChunk = 32
 
 // intTileMin: from this many activation rows on, the integer path repacks each claim of
 // weight rows once into the tile kernel's layout; below, the rows stream through

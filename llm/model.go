@@ -42,8 +42,9 @@ type Options struct {
 	// threads by default). The model closes a backend it made, not one it was given.
 	Backend graph.Backend
 	// QuantizedActivations makes the CPU backend quantize activations to 8 bits for
-	// multiplications with quantized weights, as ggml does (integer dot products), instead of
-	// keeping them float32.
+	// multiplications with weight types that have integer kernels (Q8_0, Q4_0), as ggml does
+	// (integer dot products), instead of keeping them float32. Other weight types and the
+	// logits keep float32 activations.
 	QuantizedActivations bool
 	// GPULayers is the number of layers to run on the GPU (llama.cpp's -ngl): 0 runs on the
 	// CPU; the GPU backend runs whole models, so any other value must be at least the model's

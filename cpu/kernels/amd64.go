@@ -103,9 +103,16 @@ var f16Tab = &quant.F16Table()[0]
 
 // hasExtensions reports whether tier t has kernels for instructions beyond its base set on this
 // CPU: for AVX512, AVX512_VBMI and GFNI (Ice Lake, Sapphire Rapids, Zen 4 and later; not
-// Skylake-SP or Cascade Lake, which run the base kernels).
+// Skylake-SP or Cascade Lake, which run the base kernels); for AVX2, AVX-VNNI (Alder Lake and
+// later Intel cores, Zen 5; the base kernels are the integer path's generic ones).
 func hasExtensions(t Tier) bool {
-	return t == AVX512 && cpuHas(AVX512) && cpuid.CPU.Supports(cpuid.AVX512VBMI, cpuid.GFNI)
+	switch t {
+	case AVX512:
+		return cpuHas(AVX512) && cpuid.CPU.Supports(cpuid.AVX512VBMI, cpuid.GFNI)
+	case AVX2:
+		return hasAVXVNNI()
+	}
+	return false
 }
 
 func cpuHas(t Tier) bool {
@@ -193,6 +200,7 @@ func useSIMD(t Tier) {
 		}
 	case AVX2:
 		useAVX2()
+		useAVXVNNI()
 	}
 }
 

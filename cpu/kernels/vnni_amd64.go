@@ -37,13 +37,16 @@ var (
 		Rows: intRowsVNNI(intRowsQ4_0x4VNNI, quant.SizeQ4_0, intQ4_0Generic.Rows)}
 )
 
-// useVNNI installs the AVX-512 VNNI integer kernels where the CPU has them.
+// useVNNI installs the AVX-512 VNNI integer kernels where the CPU has them, else the AVX-VNNI
+// ones where it has those.
 func useVNNI() {
 	if cpuid.CPU.Supports(cpuid.AVX512VNNI) {
 		intKernels[quant.Q8_0] = &intQ8_0VNNI
 		intKernels[quant.Q4_0] = &intQ4_0VNNI
 		QuantizeAct = quantizeActVNNI
+		return
 	}
+	useAVXVNNI()
 }
 
 // intRowsVNNI runs kern on whole groups of four weight rows and generic on the rest (the same
