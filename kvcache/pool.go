@@ -159,7 +159,7 @@ func (s *Seq) Pool() *Pool { return s.pool }
 // the pool has too few free blocks it takes none and returns an error matching ErrPoolFull.
 func (s *Seq) Grow(n int) error {
 	if s.released {
-		return errors.New("KV sequence already released")
+		return errors.New("the KV sequence was released")
 	}
 	need := BlocksFor(n)
 	if need > s.pool.TableLen {
@@ -183,16 +183,21 @@ func (s *Seq) Truncate(n int) {
 	s.table = s.table[:keep]
 }
 
-// Release returns every block to the pool and ends the sequence; it is safe to call again.
+// Release returns every block to the pool and ends the sequence. It is safe to call again,
+// and from a cleanup running after the sequence's owner is gone.
 func (s *Seq) Release() {
+	p := s.pool
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if s.released {
 		return
 	}
-	s.Truncate(0)
 	s.released = true
-	s.pool.mu.Lock()
-	s.pool.seqs--
-	s.pool.mu.Unlock()
+	for i := len(s.table) - 1; i >= 0; i-- {
+		p.free = append(p.free, s.table[i])
+	}
+	s.table = nil
+	p.seqs--
 }
 
 // PadTable writes the block table into dst (the pool's TableLen entries), unused entries -1.

@@ -25,6 +25,7 @@ import (
 	"github.com/gorun-dev/gorun/grammar"
 	"github.com/gorun-dev/gorun/graph"
 	"github.com/gorun-dev/gorun/internal/osutil"
+	"github.com/gorun-dev/gorun/kvcache"
 	"github.com/gorun-dev/gorun/models"
 	"github.com/gorun-dev/gorun/quant"
 	"github.com/gorun-dev/gorun/tokenizer"
@@ -62,6 +63,12 @@ type Options struct {
 	// (the zero value: bit-exact references) or F16 (half the memory and the attention's
 	// reading, llama.cpp's default).
 	CacheType quant.Type
+	// KVPool is the number of positions of the paged KV pool every session of the model draws
+	// from (rounded up to blocks of 16), on backends that page the cache (the CPU): 0 means
+	// 8 whole contexts, or fewer when the memory check leaves room for fewer (never less than
+	// one). A session that needs a block when none is free fails its call with ErrKVFull. A
+	// backend without the paged ops (CUDA) gives each session a whole-context cache instead.
+	KVPool int
 }
 
 // Model is a loaded model: mapped weights, tokenizer and backend. It is safe for concurrent use
@@ -78,7 +85,10 @@ type Model struct {
 	// cacheType is the sessions' KV cache element type (Options.CacheType)
 	cacheType quant.Type
 	nbatch    int
-	loadTime  time.Duration
+	// paged: the device computes the paged graphs, so sessions share pool (Options.KVPool).
+	paged    bool
+	pool     *kvcache.Pool
+	loadTime time.Duration
 
 	computeMu   sync.Mutex // one computation at a time on the backend
 	life        lifecycle  // Close waits for computations and refuses new ones
@@ -148,7 +158,11 @@ func newModel(f *gguf.File, opts Options) (*Model, error) {
 	if err := m.checkSupport(dev, opts.Backend); err != nil {
 		return nil, err
 	}
-	if err := m.checkMemory(opts.MemoryLimit, scratchThreads(dev, opts)); err != nil {
+	if opts.KVPool < 0 {
+		return nil, fmt.Errorf("%w: a KV pool of %d positions", ErrInvalidOption, opts.KVPool)
+	}
+	spare, err := m.checkMemory(opts.MemoryLimit, scratchThreads(dev, opts), opts.KVPool)
+	if err != nil {
 		return nil, err
 	}
 	if err := m.open(dev, opts); err != nil {
@@ -157,6 +171,12 @@ func newModel(f *gguf.File, opts Options) (*Model, error) {
 	if m.arch, err = models.Load(f, m.be); err != nil {
 		m.closeBackend()
 		return nil, classify(err)
+	}
+	if m.paged {
+		if err := m.openPool(m.poolPositions(opts, spare)); err != nil {
+			m.closeBackend()
+			return nil, err
+		}
 	}
 	return m, nil
 }

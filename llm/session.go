@@ -3,6 +3,7 @@ package llm
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -47,8 +48,10 @@ type Session struct {
 	// step (or prompt batch) and stops.
 	closed atomic.Bool
 
-	cache    *kvcache.Cache
-	tokens   []int32 // the context; tokens[:npast] have their keys and values in the cache
+	cache    *kvcache.Cache // a whole-context cache (backends without the paged ops), or
+	seq      *kvcache.Seq   // the session's blocks of the model's pool
+	table    []int32        // seq's block table padded to the pool's TableLen, for writing
+	tokens   []int32        // the context; tokens[:npast] have their keys and values in the cache
 	npast    int
 	logitsOK bool // logits follow tokens[npast-1], and npast == len(tokens)
 
@@ -82,24 +85,36 @@ var sessionIDs atomic.Uint64
 // (evaluating a prompt in slices gives bit-identical results).
 const promptSlice = 64
 
-// NewSession allocates a KV cache for the model's context length and builds the decode graph.
-// Its memory is about EstimateMemory(ContextLength()).Session().
+// NewSession starts a session and builds its decode graph. On a paged model its keys and
+// values take blocks of the model's pool as its context grows (Options.KVPool); otherwise it
+// allocates a KV cache for the whole context. Its memory is about
+// EstimateMemory(ContextLength()).Session() (a paged session's KV part only as it fills).
+// Close gives its blocks back; a session dropped without Close gives them back when the
+// garbage collector finds it.
 func (m *Model) NewSession() (*Session, error) {
 	if err := m.enter(); err != nil {
 		return nil, err
 	}
 	defer m.exit()
 	hp := m.arch.Hparams()
-	cache, err := kvcache.New(m.be, hp.KVShape(), m.nctx, m.cacheType)
-	if err != nil {
-		return nil, err
+	s := &Session{m: m, id: sessionIDs.Add(1), logits: make([]float32, hp.NVocab)}
+	if m.pool != nil {
+		s.seq = m.pool.NewSeq()
+		s.table = make([]int32, m.pool.TableLen)
+		runtime.AddCleanup(s, func(q *kvcache.Seq) { q.Release() }, s.seq)
+	} else {
+		cache, err := kvcache.New(m.be, hp.KVShape(), m.nctx, m.cacheType)
+		if err != nil {
+			return nil, err
+		}
+		s.cache = cache
 	}
-	s := &Session{m: m, id: sessionIDs.Add(1), cache: cache, logits: make([]float32, hp.NVocab)}
 	s.tokens = make([]int32, 0, m.nctx)
 	s.posBuf = make([]int32, m.nbatch)
 	s.decode.ctx = graph.NewContext(m.arch.MaxTensors())
 	s.batch.ctx = graph.NewContext(m.arch.MaxTensors())
 	if err := s.build(&s.decode, 1, 0, false); err != nil {
+		s.free()
 		return nil, err
 	}
 	return s, nil
@@ -113,7 +128,13 @@ func (s *Session) build(sg *stepGraph, n, logitsFrom int, hidden bool) error {
 		return nil
 	}
 	sg.ctx.Reset()
-	step, err := s.m.arch.Build(sg.ctx, s.cache, n, logitsFrom)
+	var step models.Step
+	var err error
+	if s.seq != nil {
+		step, err = s.m.arch.BuildPaged(sg.ctx, s.m.pool, n, logitsFrom, 1)
+	} else {
+		step, err = s.m.arch.Build(sg.ctx, s.cache, n, logitsFrom)
+	}
 	if err != nil {
 		return err
 	}
@@ -198,7 +219,8 @@ func (s *Session) Reset() error { return s.Rewind(0) }
 
 // Rewind keeps the first n tokens of the context and drops the rest, so that generation can
 // go on from there (say, to regenerate an answer). Nothing is recomputed: the cache rows of the
-// dropped tokens are overwritten later. n must be in [0, Pos()].
+// dropped tokens are overwritten later (a paged session gives back the blocks past the kept
+// tokens). n must be in [0, Pos()].
 func (s *Session) Rewind(n int) error {
 	if err := s.begin(); err != nil {
 		return err
@@ -216,6 +238,7 @@ func (s *Session) rewind(n int) error {
 		s.tokens = s.tokens[:n]
 		s.npast = min(s.npast, n)
 		s.logitsOK = false
+		s.trim()
 	}
 	return nil
 }
@@ -234,9 +257,12 @@ func (s *Session) Close() error {
 	return nil
 }
 
-// free drops the session's memory (the cache and the graphs' arenas).
+// free drops the session's memory (the cache or its blocks, and the graphs' arenas).
 func (s *Session) free() {
 	s.cache = nil
+	if s.seq != nil {
+		s.seq.Release()
+	}
 	s.decode, s.batch = stepGraph{}, stepGraph{}
 }
 
@@ -342,6 +368,7 @@ func (s *Session) rollback(keep int) {
 	s.tokens = s.tokens[:keep]
 	s.npast = min(s.npast, keep)
 	s.logitsOK = false
+	s.trim()
 }
 
 // EvalAll appends tokens to the context and writes the logits of every one of them into dst
@@ -427,7 +454,13 @@ func (s *Session) runBatch(n, logitsFrom int, hidden bool) error {
 		return err
 	}
 	defer s.m.exit()
+	if err := s.reserve(s.npast + n); err != nil {
+		return err
+	}
 	if err := s.build(&s.batch, n, logitsFrom, hidden); err != nil {
+		return err
+	}
+	if err := s.writeTable(s.batch.step.Tables); err != nil {
 		return err
 	}
 	pos := s.posBuf[:n]

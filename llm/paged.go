@@ -1,0 +1,149 @@
+package llm
+
+import (
+	"fmt"
+
+	"github.com/gorun-dev/gorun/graph"
+	"github.com/gorun-dev/gorun/kvcache"
+)
+
+// The paged KV pool. On a backend whose Supports accepts the paged ops (the CPU), a model's
+// sessions share one kvcache.Pool of blocks of kvcache.BlockSize positions: a session takes
+// blocks as its context grows and gives them back when it is rewound, reset or closed, and its
+// graphs read and write keys and values through its block table (models.Model.BuildPaged).
+// Other backends (CUDA today) keep a whole-context cache per session. Results are
+// bit-identical either way.
+
+// ErrKVFull: the model's KV pool has no free block for a session's next tokens (the other
+// sessions hold them all). The session is left as it was before the call; it can go on once
+// others give blocks back (Options.KVPool sizes the pool).
+var ErrKVFull = kvcache.ErrPoolFull
+
+// defaultPoolContexts is how many full contexts the pool holds when Options.KVPool is 0 (fewer
+// when the memory check allows fewer, never less than one). On the CPU the pool's memory is
+// committed by the system as blocks are first written, so positions never used cost nothing.
+const defaultPoolContexts = 8
+
+// checkPaged reports whether the device computes the paged graphs (one token, a prompt batch,
+// the rows of two sessions), planned on a pool that allocates nothing.
+func (m *Model) checkPaged(supports func(*graph.Tensor) error) error {
+	pool, err := kvcache.NewPool(&sizer{}, m.arch.Hparams().KVShape(), 2*kvcache.BlocksFor(m.nctx), m.nctx, m.cacheType)
+	if err != nil {
+		return err
+	}
+	for _, c := range [][2]int{{1, 1}, {m.nbatch, 1}, {2, 2}} {
+		ctx := graph.NewContext(m.arch.MaxTensors())
+		step, err := m.arch.BuildPaged(ctx, pool, c[0], c[0]-c[1], c[1])
+		if err != nil {
+			return err
+		}
+		if err := checkNodes(supports, ctx, step); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// poolPositions is the size of the KV pool in positions: Options.KVPool, or defaultPoolContexts
+// contexts, fewer when the memory limit leaves room for fewer (spare is the memory left once
+// the model and one session with a whole context are counted), never less than one context.
+func (m *Model) poolPositions(opts Options, spare int64) int {
+	if opts.KVPool > 0 {
+		return opts.KVPool
+	}
+	n := defaultPoolContexts * m.nctx
+	if per := int64(m.KVBytesPerPosition()); spare >= 0 && per > 0 {
+		n = min(n, m.nctx+int(min(spare/per, int64(n))))
+	}
+	return n
+}
+
+// KVBytesPerPosition is the memory the keys and values of one position take (every layer).
+func (m *Model) KVBytesPerPosition() int {
+	shape := m.arch.Hparams().KVShape()
+	row, err := m.cacheType.RowSize(int64(shape.Width))
+	if err != nil {
+		return 0
+	}
+	return 2 * shape.Layers * int(row)
+}
+
+// openPool allocates the pool of positions positions on the model's backend.
+func (m *Model) openPool(positions int) error {
+	if positions < 1 {
+		return fmt.Errorf("%w: a KV pool of %d positions", ErrInvalidOption, positions)
+	}
+	pool, err := kvcache.NewPool(m.be, m.arch.Hparams().KVShape(), kvcache.BlocksFor(positions), m.nctx, m.cacheType)
+	if err != nil {
+		return err
+	}
+	m.pool = pool
+	return nil
+}
+
+// KVStats describes the model's KV memory: the paged pool's blocks, or, without one (a backend
+// that keeps a whole-context cache per session), Paged false and the other fields zero.
+type KVStats struct {
+	Paged     bool
+	BlockSize int // positions per block
+	Blocks    int // blocks in the pool
+	Free      int // blocks free now
+	Peak      int // most blocks in use at once since Load
+	Sessions  int // sessions holding a block table (open, not closed)
+	Denied    int // block requests refused because the pool was full
+	Bytes     int64
+}
+
+// Used is the number of blocks in use.
+func (k KVStats) Used() int { return k.Blocks - k.Free }
+
+// KVStats reports the use of the model's KV pool.
+func (m *Model) KVStats() KVStats {
+	if m.pool == nil {
+		return KVStats{}
+	}
+	st := m.pool.Stats()
+	return KVStats{Paged: true, BlockSize: kvcache.BlockSize, Blocks: st.Blocks, Free: st.Free, Peak: st.Peak,
+		Sessions: st.Sequences, Denied: st.Denied, Bytes: int64(m.pool.Bytes())}
+}
+
+// reserve makes the session's block table cover positions 0..n-1 (paged sessions only).
+func (s *Session) reserve(n int) error {
+	if s.seq == nil {
+		return nil
+	}
+	if err := s.seq.Grow(n); err != nil {
+		return fmt.Errorf("%w (session at %d tokens, %d more)", err, s.npast, n-s.npast)
+	}
+	return nil
+}
+
+// trim gives back the blocks past the session's evaluated positions.
+func (s *Session) trim() {
+	if s.seq != nil {
+		s.seq.Truncate(s.npast)
+	}
+}
+
+// writeTable writes the session's block table into a step's Tables input (paged steps).
+func (s *Session) writeTable(step *graph.Tensor) error {
+	if step == nil {
+		return nil
+	}
+	s.seq.PadTable(s.table)
+	return s.m.be.Write(step, i32Bytes(s.table))
+}
+
+// kvRows calls fn with the bytes of the cache rows of positions 0..n-1 of layer l's keys (v
+// false) or values (v true), in order: one slice for a contiguous cache, one per block for a
+// paged one. It fails when the memory is not on the host.
+func (s *Session) kvRows(l int, v bool, n int, fn func([]byte) error) error {
+	if s.seq != nil {
+		return s.seq.HostRows(l, v, n, fn)
+	}
+	rows := s.cache.HostRows(l, v, n)
+	if rows == nil {
+		return fmt.Errorf("the %s backend keeps the KV cache outside host memory", s.m.be.Name())
+	}
+	return fn(rows)
+}
