@@ -64,11 +64,18 @@ type Options struct {
 	// reading, llama.cpp's default).
 	CacheType quant.Type
 	// KVPool is the number of positions of the paged KV pool every session of the model draws
-	// from (rounded up to blocks of 16), on backends that page the cache (the CPU): 0 means
-	// 8 whole contexts, or fewer when the memory check leaves room for fewer (never less than
-	// one). A session that needs a block when none is free fails its call with ErrKVFull. A
-	// backend without the paged ops (CUDA) gives each session a whole-context cache instead.
+	// from (rounded up to blocks of 16), on backends that page the cache (the CPU). A session
+	// that needs a block when none is free fails its call with ErrKVFull. A backend without the
+	// paged ops (CUDA) gives each session a whole-context cache instead, and these options do
+	// nothing there.
 	KVPool int
+	// KVPoolBytes sizes the pool in bytes instead (when KVPool is 0): as many positions as fit
+	// (Model.KVBytesPerPosition each).
+	KVPoolBytes int64
+	// KVContexts sizes the pool when neither is set: that many whole contexts (0: 8), fewer
+	// when the memory check leaves room for fewer, never less than one. A server with N slots
+	// sets N.
+	KVContexts int
 }
 
 // Model is a loaded model: mapped weights, tokenizer and backend. It is safe for concurrent use
@@ -158,10 +165,10 @@ func newModel(f *gguf.File, opts Options) (*Model, error) {
 	if err := m.checkSupport(dev, opts.Backend); err != nil {
 		return nil, err
 	}
-	if opts.KVPool < 0 {
-		return nil, fmt.Errorf("%w: a KV pool of %d positions", ErrInvalidOption, opts.KVPool)
+	if opts.KVPool < 0 || opts.KVPoolBytes < 0 || opts.KVContexts < 0 {
+		return nil, fmt.Errorf("%w: a KV pool of %d positions, %d bytes or %d contexts", ErrInvalidOption, opts.KVPool, opts.KVPoolBytes, opts.KVContexts)
 	}
-	spare, err := m.checkMemory(opts.MemoryLimit, scratchThreads(dev, opts), opts.KVPool)
+	spare, err := m.checkMemory(opts.MemoryLimit, scratchThreads(dev, opts), m.givenPool(opts))
 	if err != nil {
 		return nil, err
 	}

@@ -44,18 +44,34 @@ func (m *Model) checkPaged(supports func(*graph.Tensor) error) error {
 	return nil
 }
 
-// poolPositions is the size of the KV pool in positions: Options.KVPool, or defaultPoolContexts
-// contexts, fewer when the memory limit leaves room for fewer (spare is the memory left once
-// the model and one session with a whole context are counted), never less than one context.
+// poolPositions is the size of the KV pool in positions: Options.KVPool or KVPoolBytes, or
+// KVContexts (default defaultPoolContexts) contexts, fewer when the memory limit leaves room for
+// fewer (spare is the memory left once the model and one session with a whole context are
+// counted), never less than one context.
 func (m *Model) poolPositions(opts Options, spare int64) int {
-	if opts.KVPool > 0 {
-		return opts.KVPool
+	if p := m.givenPool(opts); p > 0 {
+		return p
 	}
-	n := defaultPoolContexts * m.nctx
+	contexts := defaultPoolContexts
+	if opts.KVContexts > 0 {
+		contexts = opts.KVContexts
+	}
+	n := contexts * m.nctx
 	if per := int64(m.KVBytesPerPosition()); spare >= 0 && per > 0 {
 		n = min(n, m.nctx+int(min(spare/per, int64(n))))
 	}
 	return n
+}
+
+// givenPool is the pool size the options give (KVPool, else KVPoolBytes), 0 if none.
+func (m *Model) givenPool(opts Options) int {
+	if opts.KVPool > 0 {
+		return opts.KVPool
+	}
+	if per := int64(m.KVBytesPerPosition()); opts.KVPoolBytes > 0 && per > 0 {
+		return int(max(min(opts.KVPoolBytes/per, 1<<30), 1))
+	}
+	return 0
 }
 
 // KVBytesPerPosition is the memory the keys and values of one position take (every layer).
@@ -146,4 +162,22 @@ func (s *Session) kvRows(l int, v bool, n int, fn func([]byte) error) error {
 		return fmt.Errorf("the %s backend keeps the KV cache outside host memory", s.m.be.Name())
 	}
 	return fn(rows)
+}
+
+// Reserve makes the session hold the KV blocks of a context of n tokens (at most the context
+// length), so that evaluating and generating up to n tokens in all cannot fail with ErrKVFull:
+// a server admits a request once its blocks are reserved. When the pool has too few free
+// blocks it takes none and returns an error matching ErrKVFull. Rewind, Reset, a failed call
+// and Close give back the blocks past the evaluated tokens. A session without a paged pool
+// (Model.KVStats().Paged false) has its whole context already, and Reserve does nothing. It
+// fails like Eval while another call runs (ErrBusy) or after Close (ErrClosed).
+func (s *Session) Reserve(n int) error {
+	if err := s.begin(); err != nil {
+		return err
+	}
+	defer s.end()
+	if err := s.usable(); err != nil {
+		return err
+	}
+	return s.reserve(min(max(n, 0), s.m.nctx))
 }

@@ -220,7 +220,7 @@ func (s *Session) Reset() error { return s.Rewind(0) }
 // Rewind keeps the first n tokens of the context and drops the rest, so that generation can
 // go on from there (say, to regenerate an answer). Nothing is recomputed: the cache rows of the
 // dropped tokens are overwritten later (a paged session gives back the blocks past the kept
-// tokens). n must be in [0, Pos()].
+// tokens, and those Reserve took that hold none). n must be in [0, Pos()].
 func (s *Session) Rewind(n int) error {
 	if err := s.begin(); err != nil {
 		return err
@@ -238,8 +238,8 @@ func (s *Session) rewind(n int) error {
 		s.tokens = s.tokens[:n]
 		s.npast = min(s.npast, n)
 		s.logitsOK = false
-		s.trim()
 	}
+	s.trim() // also the blocks Reserve took and nothing filled
 	return nil
 }
 
