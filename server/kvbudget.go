@@ -26,7 +26,12 @@ func (s *Server) admit(ctx context.Context, sl *slot, keep, promptLen, maxTokens
 	if maxTokens >= 0 {
 		need = min(promptLen+maxTokens, nctx)
 	}
-	need = min(need, kv.Blocks*kv.BlockSize)
+	capacity := kv.Blocks * kv.BlockSize
+	if promptLen+1 > capacity {
+		return keep, fmt.Errorf("%w: the prompt's %d tokens and a generated one need more positions than the KV pool's %d (--kv-budget)",
+			llm.ErrContextFull, promptLen, capacity)
+	}
+	need = min(need, capacity)
 	waiting := false
 	defer func() {
 		if waiting {
