@@ -102,3 +102,69 @@ func TestPoolHostRows(t *testing.T) {
 		t.Fatal("rows past the sequence's blocks")
 	}
 }
+
+// Committed full blocks are found by content (the same ids after the same prefix, never other
+// ids or another prefix), shared with refcounts, cached when released, copied before a write
+// into a shared one, and reused for new data only when no free block is left.
+func TestPoolPrefixBlocks(t *testing.T) {
+	be := cpu.New(1)
+	defer be.Close()
+	p, err := NewPool(be, Shape{Layers: 1, Width: 4}, 4, 128, quant.F32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]int32, 40)
+	for i := range ids {
+		ids[i] = int32(i)
+	}
+	a := p.NewSeq()
+	if err := a.Prepare(0, 40); err != nil {
+		t.Fatal(err)
+	}
+	p.V[0].Row(int(a.Table()[1]) * BlockSize)[0] = 77 // tag a's second block
+	a.Commit(ids, 40)
+	b := p.NewSeq()
+	if n := b.Adopt(ids, 0, 39); n != 32 || b.Table()[0] != a.Table()[0] || b.Table()[1] != a.Table()[1] {
+		t.Fatalf("adopted up to %d, tables %v %v", n, a.Table(), b.Table())
+	}
+	other := append([]int32{99}, ids[1:]...)
+	c := p.NewSeq()
+	if n := c.Adopt(other, 0, 39); n != 0 {
+		t.Fatalf("another first block matched: %d", n)
+	}
+	c.Release()
+	// b writes into its second block (shared with a): it gets a copy of it.
+	if err := b.Prepare(20, 21); err != nil {
+		t.Fatal(err)
+	}
+	if b.Table()[1] == a.Table()[1] || p.V[0].Row(int(b.Table()[1]) * BlockSize)[0] != 77 {
+		t.Fatalf("no copy before writing into a shared block: %v %v", a.Table(), b.Table())
+	}
+	b.Release()
+	a.Release()
+	st := p.Stats()
+	if st.Free != 4 || st.Cached != 2 || st.Hits != 2 {
+		t.Fatalf("after release: %+v", st)
+	}
+	d := p.NewSeq()
+	if n := d.Adopt(ids, 0, 39); n != 32 {
+		t.Fatalf("cached blocks not found: %d", n)
+	}
+	d.Release()
+	e := p.NewSeq()
+	if err := e.Grow(4 * BlockSize); err != nil { // takes the free blocks, then the cached ones
+		t.Fatal(err)
+	}
+	if st := p.Stats(); st.Free != 0 || st.Cached != 0 {
+		t.Fatalf("with the pool full: %+v", st)
+	}
+	e.Release()
+	f := p.NewSeq()
+	if n := f.Adopt(ids, 0, 39); n != 0 {
+		t.Fatalf("an overwritten block was still found: %d", n)
+	}
+	f.Release()
+	if st := p.Stats(); st.Free != 4 || st.Sequences != 0 {
+		t.Fatalf("at the end: %+v", st)
+	}
+}

@@ -117,7 +117,7 @@ func (m *Model) stepOne(s *Session) error {
 		return err
 	}
 	defer m.exit()
-	if err := s.reserve(s.npast + 1); err != nil {
+	if err := s.prepare(1); err != nil {
 		return err
 	}
 	b := &m.batch
@@ -243,6 +243,7 @@ func (b *batcher) runAlone(m *Model, s *Session) error {
 		return err
 	}
 	s.npast++
+	s.commit()
 	s.lastWasBatch = false
 	return nil
 }
@@ -290,6 +291,7 @@ func (b *batcher) runRows(m *Model, batch []*Session) error {
 	for i, s := range batch {
 		copy(s.logits, b.logits[i*V:(i+1)*V])
 		s.npast++
+		s.commit()
 		s.lastWasBatch = false
 	}
 	return nil

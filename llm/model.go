@@ -76,6 +76,11 @@ type Options struct {
 	// when the memory check leaves room for fewer, never less than one. A server with N slots
 	// sets N.
 	KVContexts int
+	// NoPrefixCache turns prefix caching off: by default, a paged session whose prompt starts
+	// like the context of another (running, or finished while its blocks stay cached) takes
+	// that context's keys and values from the pool, whole blocks of 16 tokens, instead of
+	// computing them again (bit-identical results either way; Session.SetPrefixCache).
+	NoPrefixCache bool
 }
 
 // Model is a loaded model: mapped weights, tokenizer and backend. It is safe for concurrent use
@@ -95,6 +100,7 @@ type Model struct {
 	// paged: the device computes the paged graphs, so sessions share pool (Options.KVPool).
 	paged    bool
 	pool     *kvcache.Pool
+	prefix   bool // Options.NoPrefixCache is false
 	loadTime time.Duration
 
 	computeMu   sync.Mutex // one computation at a time on the backend
@@ -180,6 +186,7 @@ func newModel(f *gguf.File, opts Options) (*Model, error) {
 		return nil, classify(err)
 	}
 	if m.paged {
+		m.prefix = !opts.NoPrefixCache
 		if err := m.openPool(m.poolPositions(opts, spare)); err != nil {
 			m.closeBackend()
 			return nil, err

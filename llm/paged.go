@@ -107,6 +107,8 @@ type KVStats struct {
 	Peak      int // most blocks in use at once since Load
 	Sessions  int // sessions holding a block table (open, not closed)
 	Denied    int // block requests refused because the pool was full
+	Cached    int // free blocks keeping a prefix's keys and values for later sessions
+	Hits      int // blocks sessions took from the cache instead of computing them
 	Bytes     int64
 }
 
@@ -120,7 +122,7 @@ func (m *Model) KVStats() KVStats {
 	}
 	st := m.pool.Stats()
 	return KVStats{Paged: true, BlockSize: kvcache.BlockSize, Blocks: st.Blocks, Free: st.Free, Peak: st.Peak,
-		Sessions: st.Sequences, Denied: st.Denied, Bytes: int64(m.pool.Bytes())}
+		Sessions: st.Sequences, Denied: st.Denied, Cached: st.Cached, Hits: st.Hits, Bytes: int64(m.pool.Bytes())}
 }
 
 // reserve makes the session's block table cover positions 0..n-1 (paged sessions only).
@@ -132,6 +134,43 @@ func (s *Session) reserve(n int) error {
 		return fmt.Errorf("%w (session at %d tokens, %d more)", err, s.npast, n-s.npast)
 	}
 	return nil
+}
+
+// prepare readies the next n positions to be written (paged sessions only): blocks for them,
+// and none shared with another session (see kvcache.Seq.Prepare).
+func (s *Session) prepare(n int) error {
+	if s.seq == nil {
+		return nil
+	}
+	if err := s.seq.Prepare(s.npast, s.npast+n); err != nil {
+		return fmt.Errorf("%w (session at %d tokens, %d more)", err, s.npast, n)
+	}
+	return nil
+}
+
+// commit content-addresses the session's full evaluated blocks for other sessions to take.
+func (s *Session) commit() {
+	if s.seq != nil && s.m.prefix {
+		s.seq.Commit(s.tokens, s.npast)
+	}
+}
+
+// adopt takes the cached blocks that hold the keys and values of the next pending tokens (all
+// but the last, whose logits are wanted), skipping their computation.
+func (s *Session) adopt() {
+	if s.seq != nil && s.prefix && s.m.prefix && len(s.tokens)-s.npast > kvcache.BlockSize {
+		s.npast = s.seq.Adopt(s.tokens, s.npast, len(s.tokens)-1)
+	}
+}
+
+// SetPrefixCache turns the taking of cached blocks on or off for this session's next calls
+// (llama-server's cache_prompt false: evaluate the whole prompt); it is on unless the model was
+// loaded with Options.NoPrefixCache, which also keeps it off. The session's own blocks are
+// still offered to others.
+func (s *Session) SetPrefixCache(on bool) {
+	s.mu.Lock()
+	s.prefix = on
+	s.mu.Unlock()
 }
 
 // trim gives back the blocks past the session's evaluated positions.

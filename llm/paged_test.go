@@ -316,3 +316,110 @@ func TestPagedConcurrentSessions(t *testing.T) {
 		t.Log("no step was batched (the machine is slow or busy); texts still compared")
 	}
 }
+
+// evalAt evaluates tokens in a new session of m and returns the logits after them (a copy),
+// leaving the session open for more.
+func evalAt(t *testing.T, m *Model, tokens []int32) (*Session, []float32) {
+	t.Helper()
+	s := mustSession(t, m)
+	l, err := s.Eval(tokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, append([]float32(nil), l...)
+}
+
+// Prefix caching: a session whose prompt starts like another's context takes its full blocks
+// (from a running session, or cached after it closed) and computes bit-identical logits, as a
+// model without the cache does; a session writing into a block it shares (after a rewind)
+// copies it first, so the other session's later logits are untouched; cached blocks are
+// reused for new data only when nothing else is free.
+func TestPrefixCacheBitIdentical(t *testing.T) {
+	cached := tinyModel(t, nil, Options{Threads: 1, KVPool: 8 * 16})
+	plain := tinyModel(t, nil, Options{Threads: 1, NoPrefixCache: true})
+	long := append(append(append([]int32{}, testTokens...), testTokens...), 9, 8, 7) // 43 tokens
+	other := append(append([]int32{}, long[:37]...), 1, 2, 3)
+
+	a, la := evalAt(t, cached, long)
+	_, want := evalAt(t, plain, long)
+	if i := sameBits(la, want); i >= 0 {
+		t.Fatalf("logit %d of the first prompt differs", i)
+	}
+	// b starts like a's context: it takes a's two full blocks while a runs.
+	b, lb := evalAt(t, cached, other)
+	_, want = evalAt(t, plain, other)
+	if i := sameBits(lb, want); i >= 0 {
+		t.Fatalf("logit %d with a shared prefix differs", i)
+	}
+	if st := cached.KVStats(); st.Hits != 2 {
+		t.Fatalf("%d blocks taken from the cache, want 2 (%+v)", st.Hits, st)
+	}
+	// a rewinds into its second (shared) block and writes there: it must copy it.
+	if err := a.Rewind(20); err != nil {
+		t.Fatal(err)
+	}
+	la2, err := a.Eval([]int32{100, 200, 300})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, want = evalAt(t, plain, append(append([]int32{}, long[:20]...), 100, 200, 300))
+	if i := sameBits(la2, want); i >= 0 {
+		t.Fatalf("logit %d after writing into a shared block differs", i)
+	}
+	lb2, err := b.Eval([]int32{42})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, want = evalAt(t, plain, append(append([]int32{}, other...), 42))
+	if i := sameBits(lb2, want); i >= 0 {
+		t.Fatalf("logit %d of the sharing session after the other wrote differs: its block was not copied", i)
+	}
+	a.Close()
+	b.Close()
+	st := cached.KVStats()
+	if st.Free != st.Blocks || st.Cached == 0 {
+		t.Fatalf("after both closed: %+v", st)
+	}
+	// A later session takes the cached blocks; with the cache off, it computes them.
+	hits := st.Hits
+	c, lc := evalAt(t, cached, long)
+	_, want = evalAt(t, plain, long)
+	if i := sameBits(lc, want); i >= 0 {
+		t.Fatalf("logit %d from cached blocks differs", i)
+	}
+	if got := cached.KVStats().Hits - hits; got != 2 {
+		t.Fatalf("%d blocks taken after the sessions closed, want 2", got)
+	}
+	c.SetPrefixCache(false)
+	if err := c.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	hits = cached.KVStats().Hits
+	if _, err := c.Eval(long); err != nil {
+		t.Fatal(err)
+	}
+	if got := cached.KVStats().Hits - hits; got != 0 {
+		t.Fatalf("%d blocks taken with SetPrefixCache(false)", got)
+	}
+	c.Close()
+	// Filling the pool with other data reuses the cached blocks (least recently cached first).
+	var fills []*Session
+	for k := range 4 { // 4 sessions of 2 blocks: the whole pool
+		fill := mustSession(t, cached)
+		fills = append(fills, fill)
+		ids := make([]int32, 31)
+		for i := range ids {
+			ids[i] = int32(400 + k*20 + i%20)
+		}
+		if _, err := fill.Eval(ids); err != nil {
+			t.Fatalf("filling a pool of cached blocks: %v", err)
+		}
+	}
+	if st := cached.KVStats(); st.Free != 0 || st.Cached != 0 {
+		t.Fatalf("with the pool filled: %+v", st)
+	}
+	for _, s := range fills {
+		s.Close()
+	}
+	allFree(t, cached, "prefix caching")
+}

@@ -175,6 +175,7 @@ func (m *Model) LoadSession(r io.Reader) (_ *Session, err error) {
 		return nil, bad("%v", err)
 	}
 	s.npast = n
+	s.commit()
 	s.logitsOK = false // the next call recomputes the last token's logits
 	return s, nil
 }

@@ -51,6 +51,7 @@ type Session struct {
 	cache    *kvcache.Cache // a whole-context cache (backends without the paged ops), or
 	seq      *kvcache.Seq   // the session's blocks of the model's pool
 	table    []int32        // seq's block table padded to the pool's TableLen, for writing
+	prefix   bool           // take cached blocks for a prompt's prefix (SetPrefixCache)
 	tokens   []int32        // the context; tokens[:npast] have their keys and values in the cache
 	npast    int
 	logitsOK bool // logits follow tokens[npast-1], and npast == len(tokens)
@@ -100,6 +101,7 @@ func (m *Model) NewSession() (*Session, error) {
 	s := &Session{m: m, id: sessionIDs.Add(1), logits: make([]float32, hp.NVocab)}
 	if m.pool != nil {
 		s.seq = m.pool.NewSeq()
+		s.prefix = m.prefix
 		s.table = make([]int32, m.pool.TableLen)
 		runtime.AddCleanup(s, func(q *kvcache.Seq) { q.Release() }, s.seq)
 	} else {
@@ -338,6 +340,7 @@ func (s *Session) sync(ctx context.Context, keep int) ([]float32, error) {
 			s.rollback(keep)
 			return nil, err
 		}
+		s.adopt()
 		n := min(len(s.tokens)-s.npast, s.m.nbatch)
 		if n > promptSlice && s.m.batch.generating() {
 			// Other sessions are generating: a long prompt goes in slices, so that their
@@ -454,7 +457,7 @@ func (s *Session) runBatch(n, logitsFrom int, hidden bool) error {
 		return err
 	}
 	defer s.m.exit()
-	if err := s.reserve(s.npast + n); err != nil {
+	if err := s.prepare(n); err != nil {
 		return err
 	}
 	if err := s.build(&s.batch, n, logitsFrom, hidden); err != nil {
@@ -479,6 +482,7 @@ func (s *Session) runBatch(n, logitsFrom int, hidden bool) error {
 		return err
 	}
 	s.npast += n
+	s.commit()
 	s.lastWasBatch = true
 	return nil
 }

@@ -62,6 +62,7 @@ func (s *Server) generateIn(ctx context.Context, sl *slot, prompt []int32, opts 
 	}
 	cached := sess.Tokens()
 	keep := commonPrefix(cached, prompt)
+	sess.SetPrefixCache(!sl.fresh) // cache_prompt false: no blocks of other slots either
 	if sl.fresh {
 		keep = 0
 	}

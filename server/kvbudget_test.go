@@ -237,3 +237,36 @@ func TestServe32SlotsSmallPool(t *testing.T) {
 	}
 	noLeak(t, s, m, "32 slots")
 }
+
+// A request whose prompt starts like another slot's context takes that context's blocks from
+// the pool (prefix caching across slots) and answers the library's greedy text; with
+// cache_prompt false it takes none.
+func TestServePrefixAcrossSlots(t *testing.T) {
+	m := pooledModel(t, 512, 0)
+	s, url, client := start(t, m, Config{Parallel: 2, Queue: 4})
+	system := strings.Repeat("a b c d e f ", 12) // about 72 tokens: 4 full blocks
+	cancel, _ := streamFirst(t, url+"/v1/completions", `{"prompt":"`+system+`one","max_tokens":300,"ignore_eos":true,"stream":true}`)
+	defer cancel()
+	want := libraryGreedy(t, m, system+"two", 10, nil)
+	hits := m.KVStats().Hits
+	got, err := streamText(context.Background(), client, system+"two", 10)
+	if err != nil || got != want {
+		t.Fatalf("%q (%v), the library %q", got, err, want)
+	}
+	if h := m.KVStats().Hits - hits; h < 4 {
+		t.Fatalf("%d blocks taken from the other slot's context, want at least 4", h)
+	}
+	hits = m.KVStats().Hits
+	code, body := post(t, url+"/v1/completions", `{"prompt":"`+system+`three","max_tokens":3,"cache_prompt":false}`)
+	if code != 200 {
+		t.Fatalf("%d %s", code, body)
+	}
+	if h := m.KVStats().Hits - hits; h != 0 {
+		t.Fatalf("cache_prompt false took %d blocks", h)
+	}
+	if !strings.Contains(metricsText(t, url), "llamacpp:kv_pool_prefix_hits_total") {
+		t.Error("/metrics lacks the prefix hits")
+	}
+	cancel()
+	noLeak(t, s, m, "prefix across slots")
+}

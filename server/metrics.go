@@ -92,6 +92,8 @@ func (s *Server) metricsPage(w http.ResponseWriter, r *http.Request) {
 			promMetric{"kv_pool_block_size", "gauge", "Positions per block of the KV pool.", float64(kv.BlockSize)},
 			promMetric{"kv_pool_blocks_free", "gauge", "Free blocks of the KV pool.", float64(kv.Free)},
 			promMetric{"kv_pool_blocks_peak", "gauge", "Most blocks of the KV pool in use at once since start.", float64(kv.Peak)},
+			promMetric{"kv_pool_blocks_cached", "gauge", "Free blocks keeping a prompt prefix's keys and values for later requests.", float64(kv.Cached)},
+			promMetric{"kv_pool_prefix_hits_total", "counter", "Blocks of prompt prefixes taken from the KV pool's cache instead of evaluated.", float64(kv.Hits)},
 			promMetric{"kv_pool_requests_waiting", "gauge", "Requests holding a slot and waiting for KV blocks.", float64(s.pool.kvWaiting.Load())},
 			promMetric{"kv_pool_evictions_total", "counter", "Idle slots' kept contexts dropped to free KV blocks.", float64(s.pool.evictions.Load())},
 		)
