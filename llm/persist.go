@@ -112,6 +112,9 @@ func (m *Model) LoadSession(r io.Reader) (_ *Session, err error) {
 	case hdr.CacheType != uint32(m.cacheType):
 		return nil, fmt.Errorf("%w: its KV cache holds %v values, the model's sessions %v (Options.CacheType)", ErrSessionMismatch, quant.Type(hdr.CacheType), m.cacheType)
 	case hdr.Fingerprint != m.Fingerprint():
+		if err := m.closedErr(); err != nil {
+			return nil, err // closing: the fingerprint could not be computed
+		}
 		return nil, fmt.Errorf("%w: it was saved with other weights", ErrSessionMismatch)
 	case hdr.Evaluated > hdr.Tokens:
 		return nil, bad("%d evaluated of %d tokens", hdr.Evaluated, hdr.Tokens)
