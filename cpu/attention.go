@@ -99,13 +99,19 @@ func attendHead(out, qh []float32, k, v *graph.Tensor, off int, scores []float32
 
 // segment returns the run of consecutive cache rows that holds logical rows j.. of 0..n-1: its
 // first cache row and its length. Without a table that is all of them; with one, the rest of
-// j's block.
+// j's block and of the blocks that follow it in the pool (a sequence's blocks are often handed
+// out in order), so that the kernels run over long stretches.
 func segment(n int, table []int32, j int) (row, rows int) {
 	if table == nil {
 		return j, n - j
 	}
 	const B = graph.KVBlockSize
-	return int(table[j/B])*B + j%B, min(B-j%B, n-j)
+	b := j / B
+	end := b + 1
+	for end*B < n && table[end] == table[end-1]+1 {
+		end++
+	}
+	return int(table[b])*B + j%B, min(end*B, n) - j
 }
 
 // pagedRow is the cache row of logical row j (itself without a table).

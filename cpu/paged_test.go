@@ -63,7 +63,7 @@ func sameBits(t *testing.T, what string, got, want []float32) {
 // f32 (the SIMD path) and f16 caches, multi-head and grouped-query attention.
 func TestAttentionPagedPromptBitIdentical(t *testing.T) {
 	for _, typ := range []quant.Type{quant.F32, quant.F16} {
-		for _, heads := range [][2]int{{2, 2}, {4, 2}} {
+		for _, heads := range [][2]int{{2, 2}, {4, 2}, {2, 1}} {
 			const D, C, N, first = 64, 48, 7, 29 // rows first..first+N-1 cross a block boundary
 			H, KVH := heads[0], heads[1]
 			f := newFixture(t, 2)
@@ -75,6 +75,9 @@ func TestAttentionPagedPromptBitIdentical(t *testing.T) {
 			kp, _ := f.weight(typ, KVH*D, 8*graph.KVBlockSize)
 			vp, _ := f.weight(typ, KVH*D, 8*graph.KVBlockSize)
 			table := []int32{5, 1, 7}
+			if KVH == 1 {
+				table = []int32{2, 3, 4} // one run of consecutive blocks
+			}
 			scatter(kp, kc, table, first)
 			scatter(vp, vc, table, first)
 			pos := f.ctx.NewInput("pos", quant.I32, N)
@@ -114,7 +117,7 @@ func TestAttentionPagedRowsBitIdentical(t *testing.T) {
 	vc1, _ := f.weight(quant.F32, H*D, C)
 	kp, _ := f.weight(quant.F32, H*D, 8*graph.KVBlockSize)
 	vp, _ := f.weight(quant.F32, H*D, 8*graph.KVBlockSize)
-	t0, t1 := []int32{3, 0, 6}, []int32{2, 7, 4}
+	t0, t1 := []int32{3, 4, 6}, []int32{2, 7, 5} // t0 has a run of consecutive blocks
 	positions := []int32{40, 17}
 	scatter(kp, kc0, t0, 40)
 	scatter(vp, vc0, t0, 40)
