@@ -88,6 +88,39 @@ func (m *memLimit) Set(s string) error {
 	return nil
 }
 
+// kvBudget is the value of --kv-budget: a count of positions, or bytes when it has a unit (K,
+// M, G or T, powers of 1024, as --mem-limit).
+type kvBudget struct {
+	positions int
+	bytes     int64
+}
+
+func (k *kvBudget) String() string {
+	switch {
+	case k.positions > 0:
+		return strconv.Itoa(k.positions)
+	case k.bytes > 0:
+		return llm.FormatBytes(k.bytes)
+	}
+	return "auto"
+}
+
+func (k *kvBudget) Set(s string) error {
+	if n, err := strconv.Atoi(s); err == nil {
+		if n < 1 || n > 1<<30 {
+			return fmt.Errorf("want 1..%d positions, or a size such as 512M or 2G", 1<<30)
+		}
+		*k = kvBudget{positions: n}
+		return nil
+	}
+	var m memLimit
+	if err := m.Set(s); err != nil || m <= 0 {
+		return fmt.Errorf("want a count of positions such as 32768, or a size such as 512M or 2G")
+	}
+	*k = kvBudget{bytes: int64(m)}
+	return nil
+}
+
 // promptTooLong explains a prompt of n tokens that a context of size cannot hold with a
 // generated token, suggesting a larger -c only when the model allows one.
 func promptTooLong(m *llm.Model, n, size int) error {

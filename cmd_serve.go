@@ -100,12 +100,13 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 		return err
 	}
 	defer closeLog()
+	mf.kvContexts = *parallel // the default pool: a whole context per slot
 	m, err := mf.load(info)
 	if err != nil {
 		return err
 	}
 	defer m.Close()
-	if err := checkSlotsMemory(m, *parallel, int64(mf.mem)); err != nil {
+	if err := checkSlotsMemory(m, *parallel, int64(mf.mem), mf.kv != kvBudget{}); err != nil {
 		return err
 	}
 	cfg := server.Config{Model: m, ModelName: name, Parallel: *parallel, Queue: *queue, APIKey: *apiKey,
@@ -141,6 +142,9 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 	}
 	addr := ln.Addr().String()
 	fmt.Fprintf(stderr, "gorun serve: model %s (%s), %d slots of %d tokens, listening on http://%s\n", name, mf.model, *parallel, m.ContextLength(), addr)
+	if kv := m.KVStats(); kv.Paged {
+		fmt.Fprintf(stderr, "gorun serve: KV pool of %d blocks of %d positions (%d positions, %s)\n", kv.Blocks, kv.BlockSize, kv.Blocks*kv.BlockSize, llm.FormatBytes(kv.Bytes))
+	}
 	if *apiKey == "" && !isLoopback(*host) {
 		fmt.Fprintf(stderr, "gorun serve: warning: listening on %s without --api-key\n", *host)
 	}
@@ -175,7 +179,8 @@ func serve(ctx context.Context, args []string, stderr io.Writer, ready func(addr
 
 // checkSlotsMemory refuses --parallel slots whose sessions would not fit the memory (Load
 // checked the model and one session): the limit of --mem-limit, else the memory available.
-func checkSlotsMemory(m *llm.Model, slots int, limit int64) error {
+// With --kv-budget (budget) on a paged model the slots share the pool, counted once.
+func checkSlotsMemory(m *llm.Model, slots int, limit int64, budget bool) error {
 	what := "the limit set (--mem-limit)"
 	if limit == 0 {
 		avail, ok := osutil.MemAvailable()
@@ -192,6 +197,9 @@ func checkSlotsMemory(m *llm.Model, slots int, limit int64) error {
 		return err
 	}
 	need := e.Weights + int64(slots)*e.Session()
+	if kv := m.KVStats(); kv.Paged && budget {
+		need = e.Weights + int64(slots)*(e.Session()-e.KVCache) + kv.Bytes
+	}
 	if need <= limit {
 		return nil
 	}

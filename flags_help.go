@@ -18,7 +18,7 @@ var helpSection = map[string]string{}
 
 func init() {
 	for _, name := range strings.Fields(`m model hf hf-repo t threads tb threads-batch c ctx-size b batch-size
-		ub ubatch-size ngl n-gpu-layers quantized-activations mem-limit no-mmap mlock no-warmup fa flash-attn
+		ub ubatch-size ngl n-gpu-layers quantized-activations mem-limit kv-budget no-mmap mlock no-warmup fa flash-attn
 		ctk cache-type-k ctv cache-type-v
 		chat-template chat-template-file`) {
 		helpSection[name] = "common params"

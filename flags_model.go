@@ -21,6 +21,8 @@ type modelFlags struct {
 	ngl     int
 	q8act   bool
 	mem     memLimit
+	// kv is --kv-budget: the paged KV pool's size (0: the default)
+	kv kvBudget
 	// llama.cpp's options typed by habit: -ub caps -b; the others change nothing here (their
 	// help says why).
 	ubatch, threadsBatch int
@@ -29,6 +31,8 @@ type modelFlags struct {
 	noMmap               bool
 	// cacheK, cacheV: llama.cpp's -ctk/-ctv (gorun's caches hold one type for both)
 	cacheK, cacheV string
+	// kvContexts is how many whole contexts the default KV pool holds (serve: its slots)
+	kvContexts int
 	// chat is --chat-template / --chat-template-file, for the commands that chat (run,
 	// serve): they register it with registerChatTemplate.
 	chat chatTemplateFlags
@@ -84,6 +88,7 @@ func (m *modelFlags) register(fs interface {
 	fs.IntVar(&m.ngl, "ngl", 0, "layers to offload to the GPU (a CUDA build offloads all or none: 99 for all)")
 	fs.IntVar(&m.ngl, "n-gpu-layers", 0, "same as -ngl")
 	fs.BoolVar(&m.q8act, "quantized-activations", false, "quantize activations to 8 bits for Q8_0/Q4_0 weights (ggml's integer path; other types and the logits stay float32)")
+	fs.Var(&m.kv, "kv-budget", "size of the KV pool every session draws from: `SIZE` in positions (32768) or bytes with a unit (512M, 2G); default: -c x the sessions (serve: --parallel; others: 8), within the memory check")
 	fs.Var(&m.mem, "mem-limit", "refuse a model and context needing more than `SIZE` (512M, 8G, ...; auto: the memory available; off)")
 	fs.IntVar(&m.ubatch, "ub", 512, "physical batch: the most prompt tokens evaluated at once (-b larger than it is cut to it)")
 	fs.IntVar(&m.ubatch, "ubatch-size", 512, "same as -ub")
@@ -175,7 +180,8 @@ func (m *modelFlags) load(stderr io.Writer) (*llm.Model, error) {
 		return nil, err
 	}
 	opts := llm.Options{Threads: m.threads, ContextLength: m.ctx, BatchSize: min(m.batch, m.ubatch), QuantizedActivations: m.q8act,
-		MemoryLimit: int64(m.mem), GPULayers: m.ngl, ChatTemplate: tmpl, CacheType: ct}
+		MemoryLimit: int64(m.mem), GPULayers: m.ngl, ChatTemplate: tmpl, CacheType: ct,
+		KVPool: m.kv.positions, KVPoolBytes: m.kv.bytes, KVContexts: m.kvContexts}
 	return loadOnDevice(m.model, opts, stderr)
 }
 

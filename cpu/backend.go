@@ -159,7 +159,7 @@ func supports(n *graph.Tensor) error {
 		}
 	case graph.OpNone, graph.OpView, graph.OpAdd, graph.OpMul, graph.OpLayerNorm, graph.OpGELU, graph.OpScale,
 		graph.OpStoreKV, graph.OpCopy, graph.OpAttention, graph.OpStoreKVRows, graph.OpAttentionRows,
-		graph.OpRMSNorm, graph.OpRoPE, graph.OpSwiGLU:
+		graph.OpRMSNorm, graph.OpRoPE, graph.OpSwiGLU, graph.OpStoreKVPaged, graph.OpAttentionPaged:
 	default:
 		return fmt.Errorf("cpu: op %v is not supported", n.Op)
 	}
@@ -191,6 +191,8 @@ func (b *Backend) prepare(g *graph.Graph) error {
 			scores = max(scores, n.Src[1].Ne[1])
 		case graph.OpAttentionRows:
 			scores = max(scores, attentionRowsScores(n))
+		case graph.OpAttentionPaged:
+			scores = max(scores, attentionPagedScores(n))
 		case graph.OpRoPE:
 			rope = max(rope, n.IParams[1])
 		}
@@ -261,6 +263,10 @@ func (b *Backend) compute(idx int, n *graph.Tensor, ith, nth int) {
 		b.storeKVRows(n, ith, nth)
 	case graph.OpAttentionRows:
 		b.attentionRows(idx, n, ith)
+	case graph.OpStoreKVPaged:
+		b.storeKVPaged(n, ith, nth)
+	case graph.OpAttentionPaged:
+		b.attentionPaged(idx, n, ith)
 	case graph.OpRMSNorm:
 		rmsNorm(n, ith, nth)
 	case graph.OpRoPE:

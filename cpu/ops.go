@@ -6,7 +6,6 @@ import (
 
 	"github.com/gorun-dev/gorun/cpu/kernels"
 	"github.com/gorun-dev/gorun/graph"
-	"github.com/gorun-dev/gorun/quant"
 )
 
 // binary applies f to each row of the result with the matching row of Src0 and Src1 (or Src1's
@@ -124,15 +123,7 @@ func (b *Backend) storeKV(n *graph.Tensor, ith, nth int) {
 			b.fail(fmt.Errorf("store_kv: position %d outside the cache of %d", p, cache.NRows()))
 			continue
 		}
-		src := v.F32Row(i)
-		if cache.Type == quant.F32 {
-			copy(cache.F32Row(p), src)
-			continue
-		}
-		dst := quant.AsU16(cache.Row(p))
-		for j, x := range src {
-			dst[j] = quant.F32ToF16(x)
-		}
+		storeRow(cache, p, v.F32Row(i))
 	}
 }
 

@@ -85,7 +85,7 @@ func (g *Graph) Bind(buf *Buffer) error {
 		if n.viewOf != nil && n.Op == OpView {
 			n.Buf = n.viewOf.Buf
 			n.Off = n.viewOf.Off + n.IParams[0]
-		} else if n.Op == OpStoreKV || n.Op == OpStoreKVRows {
+		} else if n.Op == OpStoreKV || n.Op == OpStoreKVRows || n.Op == OpStoreKVPaged {
 			n.Buf, n.Off = n.viewOf.Buf, n.viewOf.Off
 		}
 	}

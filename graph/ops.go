@@ -40,8 +40,26 @@ const (
 	// OpSwiGLU is silu(Src0) * Src1 elementwise (silu(x) = x / (1 + exp(-x))): the Llama
 	// feed-forward's gate applied to its up projection.
 	OpSwiGLU
+	// OpStoreKVPaged is OpStoreKV into a paged pool: Src0 is one layer's pool tensor [D,
+	// blocks*KVBlockSize] (f32/f16), Src1 the values [D, N], Src2 the positions I32 [N], Src3
+	// the block tables I32 [T, R]. Row i is the token at logical position p = positions[i] of
+	// the sequence whose table is row i of Src3 (R = N: one sequence per row) or row 0 (R = 1:
+	// every row is the same sequence's); it goes to pool row table[p/KVBlockSize]*KVBlockSize +
+	// p%KVBlockSize. A table entry outside the pool, or a position past T blocks, is an error of
+	// the computation. The node is a view of the pool whose readers run after the store.
+	OpStoreKVPaged
+	// OpAttentionPaged is OpAttention over a paged pool: query row i attends to logical
+	// positions 0..positions[i] (Src3) of its sequence, reading keys from Src1 and values from
+	// Src2 (OpStoreKVPaged nodes of the same rows) through the block tables of Src1 (its Src3).
+	// Scores, softmax and the weighted sum are computed in the same order as over a contiguous
+	// cache, block by block, so the results are bit-identical. IParams[0] = heads, IParams[1] =
+	// key/value heads (0: heads), FParams[0] = scale.
+	OpAttentionPaged
 	opCount
 )
+
+// KVBlockSize is the number of positions in a block of a paged KV pool.
+const KVBlockSize = 16
 
 var opNames = [...]string{
 	OpNone: "none", OpView: "view", OpGetRows: "get_rows", OpAdd: "add", OpMul: "mul",
@@ -49,6 +67,7 @@ var opNames = [...]string{
 	OpStoreKV: "store_kv", OpAttention: "attention", OpCopy: "copy",
 	OpStoreKVRows: "store_kv_rows", OpAttentionRows: "attention_rows",
 	OpRMSNorm: "rms_norm", OpRoPE: "rope", OpSwiGLU: "swiglu",
+	OpStoreKVPaged: "store_kv_paged", OpAttentionPaged: "attention_paged",
 }
 
 // opNames names every op: the constant index is out of range, a compile error, unless the
@@ -349,4 +368,51 @@ func (c *Context) SwiGLU(gate, up *Tensor) *Tensor {
 		c.fail("swiglu: gate %v and up %v differ", gate.Ne, up.Ne)
 	}
 	return c.newNode(OpSwiGLU, quant.F32, rowsLike(gate), gate, up)
+}
+
+// StoreKVPaged writes the rows of v into the paged pool tensor pool at the logical positions
+// named by positions, through the block tables (I32 [T, 1] for rows of one sequence, [T, N] for
+// one sequence per row; see OpStoreKVPaged), and returns the pool (as a view) for
+// AttentionPaged.
+func (c *Context) StoreKVPaged(pool, v, positions, tables *Tensor) *Tensor {
+	c.checkF32(OpStoreKVPaged, v)
+	if pool.Type != quant.F32 && pool.Type != quant.F16 {
+		c.fail("store_kv_paged: pool %q is %v", pool.Name, pool.Type)
+	}
+	switch {
+	case pool.Ne[0] != v.Ne[0] || pool.Ne[1]%KVBlockSize != 0 || pool.NRows() != pool.Ne[1] || !pool.Contiguous():
+		c.fail("store_kv_paged: pool %v does not hold blocks of rows of %d values", pool.Ne, v.Ne[0])
+	case positions.NElements() != v.NRows() || positions.Type != quant.I32:
+		c.fail("store_kv_paged: %d positions for %d rows", positions.NElements(), v.NRows())
+	case tables.Type != quant.I32 || tables.Ne[0] < 1 || (tables.Ne[1] != 1 && tables.Ne[1] != v.NRows()) || tables.Ne[2] != 1 || tables.Ne[3] != 1:
+		c.fail("store_kv_paged: block tables %v for %d rows", tables.Ne, v.NRows())
+	}
+	t := c.alloc()
+	*t = Tensor{Type: pool.Type, Ne: pool.Ne, Nb: pool.Nb, Op: OpStoreKVPaged, viewOf: pool}
+	t.Src[0], t.Src[1], t.Src[2], t.Src[3] = pool, v, positions, tables
+	t.Name = pool.Name
+	return t
+}
+
+// AttentionPaged is AttentionGQA over a paged pool: k and v are StoreKVPaged nodes of the same
+// rows and tables; query row i attends to logical positions 0..positions[i] of its sequence.
+// Each row is computed exactly as AttentionGQA computes it over a contiguous cache holding the
+// same rows.
+func (c *Context) AttentionPaged(q, k, v, positions *Tensor, heads, kvHeads int, scale float32) *Tensor {
+	c.checkF32(OpAttentionPaged, q)
+	if k.Op != OpStoreKVPaged || v.Op != OpStoreKVPaged || k.Src[3] != v.Src[3] || k.Src[2] != positions || v.Src[2] != positions {
+		c.fail("attention_paged: keys and values must be store_kv_paged nodes of the same positions and tables")
+		return c.newNode(OpAttentionPaged, quant.F32, rowsLike(q), q, k, v, positions)
+	}
+	if !c.checkHeads(q, k, v, heads, kvHeads) || k.Ne[1] != v.Ne[1] {
+		c.fail("attention_paged: q %v k %v v %v heads %d/%d", q.Ne, k.Ne, v.Ne, heads, kvHeads)
+	}
+	if positions.NElements() != q.NRows() {
+		c.fail("attention_paged: %d positions for %d queries", positions.NElements(), q.NRows())
+	}
+	t := c.newNode(OpAttentionPaged, quant.F32, rowsLike(q), q, k, v, positions)
+	t.IParams[0] = heads
+	t.IParams[1] = gqaHeads(heads, kvHeads)
+	t.FParams[0] = scale
+	return t
 }

@@ -43,6 +43,7 @@ type batcher struct {
 	builds int        // graphs built (for tests: membership changes must not rebuild)
 	tok    []int32
 	pos    []int32
+	tables []int32 // block tables of a paged batch, one row per member
 	logits []float32
 }
 
@@ -116,6 +117,9 @@ func (m *Model) stepOne(s *Session) error {
 		return err
 	}
 	defer m.exit()
+	if err := s.prepare(1); err != nil {
+		return err
+	}
 	b := &m.batch
 	b.mu.Lock()
 	if b.cond.L == nil {
@@ -228,6 +232,9 @@ func (b *batcher) runAlone(m *Model, s *Session) error {
 	if err := be.Write(sg.step.Positions, i32Bytes(b.pos)); err != nil {
 		return err
 	}
+	if err := s.writeTable(sg.step.Tables); err != nil {
+		return err
+	}
 	err := m.compute(sg.g, nil)
 	if err != nil {
 		return err
@@ -236,6 +243,7 @@ func (b *batcher) runAlone(m *Model, s *Session) error {
 		return err
 	}
 	s.npast++
+	s.commit()
 	s.lastWasBatch = false
 	return nil
 }
@@ -258,6 +266,20 @@ func (b *batcher) runRows(m *Model, batch []*Session) error {
 	if err := be.Write(rg.step.Positions, i32Bytes(b.pos)); err != nil {
 		return err
 	}
+	if rg.step.Tables != nil {
+		// Paged: row i reads and writes through row i of the tables, so the batch's members
+		// are this step's tables (no rebinding).
+		T := m.pool.TableLen
+		if need := len(batch) * T; len(b.tables) < need {
+			b.tables = make([]int32, need)
+		}
+		for i, s := range batch {
+			s.seq.PadTable(b.tables[i*T : (i+1)*T])
+		}
+		if err := be.Write(rg.step.Tables, i32Bytes(b.tables[:len(batch)*T])); err != nil {
+			return err
+		}
+	}
 	err := m.compute(rg.g, nil)
 	if err != nil {
 		return err
@@ -269,6 +291,7 @@ func (b *batcher) runRows(m *Model, batch []*Session) error {
 	for i, s := range batch {
 		copy(s.logits, b.logits[i*V:(i+1)*V])
 		s.npast++
+		s.commit()
 		s.lastWasBatch = false
 	}
 	return nil
@@ -301,11 +324,17 @@ func (b *batcher) build(m *Model, batch []*Session) error {
 // newRowsGraph builds, plans and binds the batch graph for the sessions of batch.
 func (b *batcher) newRowsGraph(m *Model, batch []*Session) (*rowsGraph, error) {
 	rg := &rowsGraph{ctx: graph.NewContext(m.arch.MaxTensors()), members: append([]*Session(nil), batch...)}
-	caches := make([]*kvcache.Cache, len(batch))
-	for i, s := range batch {
-		caches[i] = s.cache
+	var step models.Step
+	var err error
+	if m.pool != nil {
+		step, err = m.arch.BuildPaged(rg.ctx, m.pool, len(batch), 0, len(batch))
+	} else {
+		caches := make([]*kvcache.Cache, len(batch))
+		for i, s := range batch {
+			caches[i] = s.cache
+		}
+		step, err = m.arch.BuildRows(rg.ctx, caches)
 	}
-	step, err := m.arch.BuildRows(rg.ctx, caches)
 	if err != nil {
 		return nil, err
 	}
@@ -336,7 +365,8 @@ func (rg *rowsGraph) rebind(batch []*Session) {
 	for i := range batch {
 		same = same && rg.members[i] == batch[i]
 	}
-	if same {
+	if same || rg.step.Tables != nil { // a paged graph's rows follow the tables written per step
+		copy(rg.members, batch)
 		return
 	}
 	swap := make([]map[*graph.Tensor]*graph.Tensor, len(batch))

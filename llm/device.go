@@ -39,7 +39,8 @@ func checkGPULayers(dev backend.Device, hp models.Hparams, opts Options) error {
 // checkSupport builds the model's graphs (one token, a prompt batch, and the rows of two
 // sessions) on the planning architecture and asks the device about every node: an op or
 // weight type it cannot compute is refused now, naming the tensor, rather than at the first
-// token. A device without the rows ops still runs sessions, one step at a time.
+// token. A device without the rows ops still runs sessions, one step at a time; one without the
+// paged ops gives each session a whole-context cache instead of sharing a pool of blocks.
 func (m *Model) checkSupport(dev backend.Device, given graph.Backend) error {
 	supports := dev.Supports
 	if given != nil {
@@ -51,6 +52,7 @@ func (m *Model) checkSupport(dev backend.Device, given graph.Backend) error {
 		}
 	}
 	m.batch.noRows = m.planRows(supports) != nil
+	m.paged = m.checkPaged(supports) == nil
 	return nil
 }
 

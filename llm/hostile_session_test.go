@@ -175,11 +175,16 @@ func checkCacheFinite(s *Session) error {
 	hp := s.m.Hparams()
 	for l := range hp.NLayer {
 		for _, v := range []bool{false, true} {
-			rows := s.cache.HostRows(l, v, s.npast)
-			for i := 0; i+4 <= len(rows); i += 4 {
-				if x := math.Float32frombits(binary.LittleEndian.Uint32(rows[i:])); math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
-					return fmt.Errorf("layer %d: cache value %d is %v", l, i/4, x)
+			err := s.kvRows(l, v, s.npast, func(rows []byte) error {
+				for i := 0; i+4 <= len(rows); i += 4 {
+					if x := math.Float32frombits(binary.LittleEndian.Uint32(rows[i:])); math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+						return fmt.Errorf("layer %d: cache value %d is %v", l, i/4, x)
+					}
 				}
+				return nil
+			})
+			if err != nil {
+				return err
 			}
 		}
 	}

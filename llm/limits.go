@@ -158,27 +158,36 @@ var memAvailable = osutil.MemAvailable
 
 // checkMemory refuses a model and context that need more memory than the limit: limit bytes
 // when positive, none when negative, the machine's available memory when zero (no check where
-// that is unknown).
-func (m *Model) checkMemory(limit int64, threads int) error {
+// that is unknown). A paged model's KV memory is its pool, of pool positions when given (at
+// least a context's worth is counted). It returns the memory left over (-1: unchecked), from
+// which the default pool is sized.
+func (m *Model) checkMemory(limit int64, threads, pool int) (int64, error) {
 	what := "the limit set (--mem-limit)"
 	if limit == 0 {
 		avail, ok := memAvailable()
 		if !ok {
-			return nil
+			return -1, nil
 		}
 		limit, what = avail, "available on this machine"
 	}
 	if limit < 0 {
-		return nil
+		return -1, nil
 	}
 	e, err := estimate(m.file, m.arch, m.nctx, m.nbatch, threads, m.cacheType)
 	if err != nil {
-		return err
+		return 0, err
+	}
+	if m.paged && pool > 0 {
+		e.KVCache = max(e.KVCache, int64(kvcache.BlocksFor(pool)*kvcache.BlockSize)*int64(m.KVBytesPerPosition()))
 	}
 	if e.Total() <= limit {
-		return nil
+		return limit - e.Total(), nil
 	}
-	return fmt.Errorf("%w: a context of %d tokens needs %s, but %s is %s; use a smaller context (-c) or batch (-b), or change the limit (--mem-limit)",
+	if m.paged && pool > 0 {
+		return 0, fmt.Errorf("%w: a KV pool of %d positions and a context of %d tokens need %s, but %s is %s; use a smaller pool (--kv-budget), context (-c) or batch (-b), or change the limit (--mem-limit)",
+			ErrOutOfMemory, pool, m.nctx, e, what, FormatBytes(limit))
+	}
+	return 0, fmt.Errorf("%w: a context of %d tokens needs %s, but %s is %s; use a smaller context (-c) or batch (-b), or change the limit (--mem-limit)",
 		ErrOutOfMemory, m.nctx, e, what, FormatBytes(limit))
 }
 

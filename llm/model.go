@@ -25,6 +25,7 @@ import (
 	"github.com/gorun-dev/gorun/grammar"
 	"github.com/gorun-dev/gorun/graph"
 	"github.com/gorun-dev/gorun/internal/osutil"
+	"github.com/gorun-dev/gorun/kvcache"
 	"github.com/gorun-dev/gorun/models"
 	"github.com/gorun-dev/gorun/quant"
 	"github.com/gorun-dev/gorun/tokenizer"
@@ -63,6 +64,24 @@ type Options struct {
 	// (the zero value: bit-exact references) or F16 (half the memory and the attention's
 	// reading, llama.cpp's default).
 	CacheType quant.Type
+	// KVPool is the number of positions of the paged KV pool every session of the model draws
+	// from (rounded up to blocks of 16), on backends that page the cache (the CPU). A session
+	// that needs a block when none is free fails its call with ErrKVFull. A backend without the
+	// paged ops (CUDA) gives each session a whole-context cache instead, and these options do
+	// nothing there.
+	KVPool int
+	// KVPoolBytes sizes the pool in bytes instead (when KVPool is 0): as many positions as fit
+	// (Model.KVBytesPerPosition each).
+	KVPoolBytes int64
+	// KVContexts sizes the pool when neither is set: that many whole contexts (0: 8), fewer
+	// when the memory check leaves room for fewer, never less than one. A server with N slots
+	// sets N.
+	KVContexts int
+	// NoPrefixCache turns prefix caching off: by default, a paged session whose prompt starts
+	// like the context of another (running, or finished while its blocks stay cached) takes
+	// that context's keys and values from the pool, whole blocks of 16 tokens, instead of
+	// computing them again (bit-identical results either way; Session.SetPrefixCache).
+	NoPrefixCache bool
 }
 
 // Model is a loaded model: mapped weights, tokenizer and backend. It is safe for concurrent use
@@ -82,7 +101,11 @@ type Model struct {
 	// cacheType is the sessions' KV cache element type (Options.CacheType)
 	cacheType quant.Type
 	nbatch    int
-	loadTime  time.Duration
+	// paged: the device computes the paged graphs, so sessions share pool (Options.KVPool).
+	paged    bool
+	pool     *kvcache.Pool
+	prefix   bool // Options.NoPrefixCache is false
+	loadTime time.Duration
 
 	computeMu   sync.Mutex // one computation at a time on the backend
 	life        lifecycle  // Close waits for computations and refuses new ones
@@ -152,7 +175,11 @@ func newModel(f *gguf.File, opts Options) (*Model, error) {
 	if err := m.checkSupport(dev, opts.Backend); err != nil {
 		return nil, err
 	}
-	if err := m.checkMemory(opts.MemoryLimit, scratchThreads(dev, opts)); err != nil {
+	if opts.KVPool < 0 || opts.KVPoolBytes < 0 || opts.KVContexts < 0 {
+		return nil, fmt.Errorf("%w: a KV pool of %d positions, %d bytes or %d contexts", ErrInvalidOption, opts.KVPool, opts.KVPoolBytes, opts.KVContexts)
+	}
+	spare, err := m.checkMemory(opts.MemoryLimit, scratchThreads(dev, opts), m.givenPool(opts))
+	if err != nil {
 		return nil, err
 	}
 	if err := m.open(dev, opts); err != nil {
@@ -161,6 +188,13 @@ func newModel(f *gguf.File, opts Options) (*Model, error) {
 	if m.arch, err = models.Load(f, m.be); err != nil {
 		m.closeBackend()
 		return nil, classify(err)
+	}
+	if m.paged {
+		m.prefix = !opts.NoPrefixCache
+		if err := m.openPool(m.poolPositions(opts, spare)); err != nil {
+			m.closeBackend()
+			return nil, err
+		}
 	}
 	return m, nil
 }

@@ -10,7 +10,6 @@ import (
 	"io"
 	"math"
 
-	"github.com/gorun-dev/gorun/kvcache"
 	"github.com/gorun-dev/gorun/quant"
 )
 
@@ -53,17 +52,19 @@ func (s *Session) Save(w io.Writer) error {
 	put(s.m.Fingerprint())
 	put(uint32(hp.NLayer))
 	put(uint32(hp.KVShape().Width)) // values per cache row (n_embd for GPT-2)
-	put(uint32(s.cache.Type()))     // ggml's type id: 0 F32, 1 F16
+	put(uint32(s.m.cacheType))      // ggml's type id: 0 F32, 1 F16
 	put(uint32(len(s.tokens)))
 	put(uint32(s.npast))
 	put(s.tokens)
 	for l := 0; l < hp.NLayer; l++ {
 		for _, v := range []bool{false, true} {
-			rows := s.cache.HostRows(l, v, s.npast)
-			if rows == nil {
-				return fmt.Errorf("saving a session needs its cache in host memory (the %s backend keeps it elsewhere)", s.m.be.Name())
+			err := s.kvRows(l, v, s.npast, func(rows []byte) error {
+				_, err := out.Write(rows)
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("saving a session: %w", err)
 			}
-			out.Write(rows)
 		}
 	}
 	binary.Write(bw, binary.LittleEndian, crc.Sum32())
@@ -76,7 +77,7 @@ func (s *Session) Save(w io.Writer) error {
 // does not make the values sane: a hostile or buggy writer computes it too), and (with
 // ErrSessionMismatch) one saved from another model or holding more tokens than this model's
 // context. Generating from the restored session continues exactly as the saved one would have.
-func (m *Model) LoadSession(r io.Reader) (*Session, error) {
+func (m *Model) LoadSession(r io.Reader) (_ *Session, err error) {
 	if err := m.enter(); err != nil {
 		return nil, err
 	}
@@ -111,6 +112,9 @@ func (m *Model) LoadSession(r io.Reader) (*Session, error) {
 	case hdr.CacheType != uint32(m.cacheType):
 		return nil, fmt.Errorf("%w: its KV cache holds %v values, the model's sessions %v (Options.CacheType)", ErrSessionMismatch, quant.Type(hdr.CacheType), m.cacheType)
 	case hdr.Fingerprint != m.Fingerprint():
+		if err := m.closedErr(); err != nil {
+			return nil, err // closing: the fingerprint could not be computed
+		}
 		return nil, fmt.Errorf("%w: it was saved with other weights", ErrSessionMismatch)
 	case hdr.Evaluated > hdr.Tokens:
 		return nil, bad("%d evaluated of %d tokens", hdr.Evaluated, hdr.Tokens)
@@ -121,6 +125,11 @@ func (m *Model) LoadSession(r io.Reader) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			s.Close() // its blocks go back to the pool
+		}
+	}()
 	s.tokens = s.tokens[:hdr.Tokens]
 	if err := binary.Read(in, binary.LittleEndian, s.tokens); err != nil {
 		return nil, bad("tokens: %v", err)
@@ -131,14 +140,24 @@ func (m *Model) LoadSession(r io.Reader) (*Session, error) {
 		}
 	}
 	n := int(hdr.Evaluated)
+	if err := s.reserve(n); err != nil {
+		return nil, fmt.Errorf("restoring a session of %d evaluated tokens: %w", n, err)
+	}
 	for l := 0; l < hp.NLayer; l++ {
 		for _, v := range []bool{false, true} {
-			rows := s.cache.HostRows(l, v, n)
-			if rows == nil {
-				return nil, fmt.Errorf("restoring a session needs its cache in host memory (the %s backend keeps it elsewhere)", m.be.Name())
-			}
-			if _, err := io.ReadFull(in, rows); err != nil {
-				return nil, bad("cache: %v", err)
+			var short error
+			err := s.kvRows(l, v, n, func(rows []byte) error {
+				if _, err := io.ReadFull(in, rows); err != nil {
+					short = err
+					return err
+				}
+				return nil
+			})
+			switch {
+			case short != nil:
+				return nil, bad("cache: %v", short)
+			case err != nil:
+				return nil, fmt.Errorf("restoring a session: %w", err)
 			}
 		}
 	}
@@ -155,38 +174,47 @@ func (m *Model) LoadSession(r io.Reader) (*Session, error) {
 	} else if err != io.EOF {
 		return nil, fmt.Errorf("saved session: reading after the checksum: %w", err)
 	}
-	if err := checkFiniteCache(s.cache, n); err != nil {
+	if err := checkFiniteCache(s, n); err != nil {
 		return nil, bad("%v", err)
 	}
 	s.npast = n
+	s.commit()
 	s.logitsOK = false // the next call recomputes the last token's logits
 	return s, nil
 }
 
-// checkFiniteCache reports the first NaN or infinity in the keys and values of the first n tokens
-// (f32 or f16 values): attention over one turns every later logit into NaN.
-func checkFiniteCache(c *kvcache.Cache, n int) error {
+// checkFiniteCache reports the first NaN or infinity in the session's keys and values of the
+// first n tokens (f32 or f16 values): attention over one turns every later logit into NaN.
+func checkFiniteCache(s *Session, n int) error {
 	es := 4
-	if c.Type() == quant.F16 {
+	if s.m.cacheType == quant.F16 {
 		es = 2
 	}
-	for l := range c.K {
+	rowBytes := es * s.m.arch.Hparams().KVShape().Width
+	for l := 0; l < s.m.arch.Hparams().NLayer; l++ {
 		for _, v := range []bool{false, true} {
-			rows := c.HostRows(l, v, n)
-			for i := 0; i+es <= len(rows); i += es {
-				var x float64
-				if es == 2 {
-					x = float64(quant.F16ToF32(binary.LittleEndian.Uint16(rows[i:])))
-				} else {
-					x = float64(math.Float32frombits(binary.LittleEndian.Uint32(rows[i:])))
-				}
-				if math.IsNaN(x) || math.IsInf(x, 0) {
-					what := "keys"
-					if v {
-						what = "values"
+			token := 0 // the token of the first row of rows
+			err := s.kvRows(l, v, n, func(rows []byte) error {
+				defer func() { token += len(rows) / rowBytes }()
+				for i := 0; i+es <= len(rows); i += es {
+					var x float64
+					if es == 2 {
+						x = float64(quant.F16ToF32(binary.LittleEndian.Uint16(rows[i:])))
+					} else {
+						x = float64(math.Float32frombits(binary.LittleEndian.Uint32(rows[i:])))
 					}
-					return fmt.Errorf("cache: layer %d %s of token %d: %v is not finite", l, what, i/(len(rows)/n), x)
+					if math.IsNaN(x) || math.IsInf(x, 0) {
+						what := "keys"
+						if v {
+							what = "values"
+						}
+						return fmt.Errorf("cache: layer %d %s of token %d: %v is not finite", l, what, token+i/rowBytes, x)
+					}
 				}
+				return nil
+			})
+			if err != nil {
+				return err
 			}
 		}
 	}

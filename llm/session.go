@@ -3,6 +3,7 @@ package llm
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -47,8 +48,11 @@ type Session struct {
 	// step (or prompt batch) and stops.
 	closed atomic.Bool
 
-	cache    *kvcache.Cache
-	tokens   []int32 // the context; tokens[:npast] have their keys and values in the cache
+	cache    *kvcache.Cache // a whole-context cache (backends without the paged ops), or
+	seq      *kvcache.Seq   // the session's blocks of the model's pool
+	table    []int32        // seq's block table padded to the pool's TableLen, for writing
+	prefix   bool           // take cached blocks for a prompt's prefix (SetPrefixCache)
+	tokens   []int32        // the context; tokens[:npast] have their keys and values in the cache
 	npast    int
 	logitsOK bool // logits follow tokens[npast-1], and npast == len(tokens)
 
@@ -82,24 +86,37 @@ var sessionIDs atomic.Uint64
 // (evaluating a prompt in slices gives bit-identical results).
 const promptSlice = 64
 
-// NewSession allocates a KV cache for the model's context length and builds the decode graph.
-// Its memory is about EstimateMemory(ContextLength()).Session().
+// NewSession starts a session and builds its decode graph. On a paged model its keys and
+// values take blocks of the model's pool as its context grows (Options.KVPool); otherwise it
+// allocates a KV cache for the whole context. Its memory is about
+// EstimateMemory(ContextLength()).Session() (a paged session's KV part only as it fills).
+// Close gives its blocks back; a session dropped without Close gives them back when the
+// garbage collector finds it.
 func (m *Model) NewSession() (*Session, error) {
 	if err := m.enter(); err != nil {
 		return nil, err
 	}
 	defer m.exit()
 	hp := m.arch.Hparams()
-	cache, err := kvcache.New(m.be, hp.KVShape(), m.nctx, m.cacheType)
-	if err != nil {
-		return nil, err
+	s := &Session{m: m, id: sessionIDs.Add(1), logits: make([]float32, hp.NVocab)}
+	if m.pool != nil {
+		s.seq = m.pool.NewSeq()
+		s.prefix = m.prefix
+		s.table = make([]int32, m.pool.TableLen)
+		runtime.AddCleanup(s, func(q *kvcache.Seq) { q.Release() }, s.seq)
+	} else {
+		cache, err := kvcache.New(m.be, hp.KVShape(), m.nctx, m.cacheType)
+		if err != nil {
+			return nil, err
+		}
+		s.cache = cache
 	}
-	s := &Session{m: m, id: sessionIDs.Add(1), cache: cache, logits: make([]float32, hp.NVocab)}
 	s.tokens = make([]int32, 0, m.nctx)
 	s.posBuf = make([]int32, m.nbatch)
 	s.decode.ctx = graph.NewContext(m.arch.MaxTensors())
 	s.batch.ctx = graph.NewContext(m.arch.MaxTensors())
 	if err := s.build(&s.decode, 1, 0, false); err != nil {
+		s.free()
 		return nil, err
 	}
 	return s, nil
@@ -113,7 +130,13 @@ func (s *Session) build(sg *stepGraph, n, logitsFrom int, hidden bool) error {
 		return nil
 	}
 	sg.ctx.Reset()
-	step, err := s.m.arch.Build(sg.ctx, s.cache, n, logitsFrom)
+	var step models.Step
+	var err error
+	if s.seq != nil {
+		step, err = s.m.arch.BuildPaged(sg.ctx, s.m.pool, n, logitsFrom, 1)
+	} else {
+		step, err = s.m.arch.Build(sg.ctx, s.cache, n, logitsFrom)
+	}
 	if err != nil {
 		return err
 	}
@@ -198,7 +221,8 @@ func (s *Session) Reset() error { return s.Rewind(0) }
 
 // Rewind keeps the first n tokens of the context and drops the rest, so that generation can
 // go on from there (say, to regenerate an answer). Nothing is recomputed: the cache rows of the
-// dropped tokens are overwritten later. n must be in [0, Pos()].
+// dropped tokens are overwritten later (a paged session gives back the blocks past the kept
+// tokens, and those Reserve took that hold none). n must be in [0, Pos()].
 func (s *Session) Rewind(n int) error {
 	if err := s.begin(); err != nil {
 		return err
@@ -217,6 +241,7 @@ func (s *Session) rewind(n int) error {
 		s.npast = min(s.npast, n)
 		s.logitsOK = false
 	}
+	s.trim() // also the blocks Reserve took and nothing filled
 	return nil
 }
 
@@ -234,9 +259,12 @@ func (s *Session) Close() error {
 	return nil
 }
 
-// free drops the session's memory (the cache and the graphs' arenas).
+// free drops the session's memory (the cache or its blocks, and the graphs' arenas).
 func (s *Session) free() {
 	s.cache = nil
+	if s.seq != nil {
+		s.seq.Release()
+	}
 	s.decode, s.batch = stepGraph{}, stepGraph{}
 }
 
@@ -312,6 +340,7 @@ func (s *Session) sync(ctx context.Context, keep int) ([]float32, error) {
 			s.rollback(keep)
 			return nil, err
 		}
+		s.adopt()
 		n := min(len(s.tokens)-s.npast, s.m.nbatch)
 		if n > promptSlice && s.m.batch.generating() {
 			// Other sessions are generating: a long prompt goes in slices, so that their
@@ -342,6 +371,7 @@ func (s *Session) rollback(keep int) {
 	s.tokens = s.tokens[:keep]
 	s.npast = min(s.npast, keep)
 	s.logitsOK = false
+	s.trim()
 }
 
 // EvalAll appends tokens to the context and writes the logits of every one of them into dst
@@ -427,7 +457,13 @@ func (s *Session) runBatch(n, logitsFrom int, hidden bool) error {
 		return err
 	}
 	defer s.m.exit()
+	if err := s.prepare(n); err != nil {
+		return err
+	}
 	if err := s.build(&s.batch, n, logitsFrom, hidden); err != nil {
+		return err
+	}
+	if err := s.writeTable(s.batch.step.Tables); err != nil {
 		return err
 	}
 	pos := s.posBuf[:n]
@@ -446,6 +482,7 @@ func (s *Session) runBatch(n, logitsFrom int, hidden bool) error {
 		return err
 	}
 	s.npast += n
+	s.commit()
 	s.lastWasBatch = true
 	return nil
 }

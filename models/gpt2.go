@@ -116,6 +116,12 @@ func (m *gpt2) BuildRows(ctx *graph.Context, caches []*kvcache.Cache) (Step, err
 	return m.forward(ctx, n, 0, attend)
 }
 
+func (m *gpt2) BuildPaged(ctx *graph.Context, pool *kvcache.Pool, n, logitsFrom, seqs int) (Step, error) {
+	return buildPaged(ctx, m.hp, pool, n, logitsFrom, seqs, func(n, logitsFrom int, attend attendFunc) (Step, error) {
+		return m.forward(ctx, n, logitsFrom, attend)
+	})
+}
+
 // forward adds GPT-2's forward pass of n rows; attend stores a layer's keys and values and
 // returns the attention output of the queries.
 func (m *gpt2) forward(ctx *graph.Context, n, logitsFrom int, attend attendFunc) (Step, error) {

@@ -179,6 +179,12 @@ func (m *llama) BuildRows(ctx *graph.Context, caches []*kvcache.Cache) (Step, er
 	return m.forward(ctx, len(caches), 0, attend)
 }
 
+func (m *llama) BuildPaged(ctx *graph.Context, pool *kvcache.Pool, n, logitsFrom, seqs int) (Step, error) {
+	return buildPaged(ctx, m.hp, pool, n, logitsFrom, seqs, func(n, logitsFrom int, attend attendFunc) (Step, error) {
+		return m.forward(ctx, n, logitsFrom, attend)
+	})
+}
+
 // forward adds the forward pass of n rows; attend stores a layer's keys and values and returns
 // the attention output of the queries.
 func (m *llama) forward(ctx *graph.Context, n, logitsFrom int, attend attendFunc) (Step, error) {

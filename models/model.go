@@ -36,6 +36,13 @@ type Model interface {
 	// only to that cache. Logits has a row per row. Every weight is read once for all rows,
 	// and a row's results are computed exactly as Build computes them for that sequence alone.
 	BuildRows(ctx *graph.Context, caches []*kvcache.Cache) (Step, error)
+	// BuildPaged is Build and BuildRows over a paged pool: keys and values are stored and read
+	// through block tables (the step's Tables input, I32 [pool.TableLen, seqs], written before
+	// each Compute with every sequence's table padded by -1). seqs 1 is Build: the n tokens are
+	// one sequence's, logits of rows logitsFrom..n-1. seqs n is BuildRows: row i is the next
+	// token of the sequence whose table is row i (logitsFrom must be 0). Results are
+	// bit-identical to Build and BuildRows over contiguous caches holding the same rows.
+	BuildPaged(ctx *graph.Context, pool *kvcache.Pool, n, logitsFrom, seqs int) (Step, error)
 	// MaxTensors bounds the tensors Build creates for any n (to size contexts).
 	MaxTensors() int
 }
@@ -49,6 +56,8 @@ type Step struct {
 	// (llama.cpp's result_norm), F32 [n_embd, n - logitsFrom]. Embeddings pool it; a graph
 	// built with Hidden as its output skips the output layer.
 	Hidden *graph.Tensor
+	// Tables are the block tables of a paged step (BuildPaged), nil otherwise.
+	Tables *graph.Tensor
 }
 
 // Loader binds an architecture's weights in f to a backend.

@@ -62,18 +62,23 @@ func (s *Server) generateIn(ctx context.Context, sl *slot, prompt []int32, opts 
 	}
 	cached := sess.Tokens()
 	keep := commonPrefix(cached, prompt)
+	sess.SetPrefixCache(!sl.fresh) // cache_prompt false: no blocks of other slots either
 	if sl.fresh {
 		keep = 0
 	}
 	if keep == len(prompt) {
 		keep-- // evaluate at least the last prompt token, for its logits
 	}
-	sl.cached.Store(int64(keep))
 	start := time.Now()
 	if err := sess.Rewind(keep); err != nil {
 		return st, 0, libError(err)
 	}
-	_, err := sess.EvalContext(ctx, prompt[keep:])
+	keep, err := s.admit(ctx, sl, keep, len(prompt), opts.MaxTokens)
+	if err != nil {
+		return st, 0, ctxError(ctx, err)
+	}
+	sl.cached.Store(int64(keep))
+	_, err = sess.EvalContext(ctx, prompt[keep:])
 	if err != nil {
 		return st, 0, ctxError(ctx, err)
 	}
@@ -117,8 +122,8 @@ func libError(err error) *apiError {
 	switch {
 	case errors.As(err, &ae):
 		return ae
-	case errors.Is(err, errBusy):
-		return &apiError{Status: http.StatusServiceUnavailable, Message: err.Error(), Type: "server_error", Code: "server_busy"}
+	case errors.Is(err, errBusy), errors.Is(err, llm.ErrKVFull):
+		return &apiError{Status: http.StatusServiceUnavailable, Message: err.Error(), Type: "server_error", Code: "server_busy", RetryAfter: 1}
 	case errors.Is(err, errWrite), errors.Is(err, llm.ErrCancelled), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return &apiError{Status: statusClientGone, Message: "request cancelled", Type: "invalid_request_error"}
 	case errors.Is(err, llm.ErrClosed):

@@ -57,13 +57,17 @@ func (s *Server) metricsPage(w http.ResponseWriter, r *http.Request) {
 	m := s.metrics.snapshot()
 	dec := s.model.DecodeStats()
 	busy, queued := s.pool.stats()
-	used, capacity := s.pool.kvTokens(s.model.ContextLength())
+	used, capacity := s.pool.kvTokens(s.model)
+	kv := s.model.KVStats()
 	perDecode := 0.0
 	if dec.Steps > 0 {
 		perDecode = float64(dec.Rows) / float64(dec.Steps)
 	}
 	usage := 0.0
-	if capacity > 0 {
+	switch {
+	case kv.Paged && kv.Blocks > 0: // the blocks taken, idle slots' kept contexts included
+		usage = float64(kv.Used()) / float64(kv.Blocks)
+	case capacity > 0:
 		usage = float64(used) / float64(capacity)
 	}
 	all := []promMetric{
@@ -81,6 +85,18 @@ func (s *Server) metricsPage(w http.ResponseWriter, r *http.Request) {
 		{"kv_cache_tokens", "gauge", "KV-cache tokens.", float64(used)},
 		{"requests_processing", "gauge", "Number of requests processing.", float64(busy)},
 		{"requests_deferred", "gauge", "Number of requests deferred.", float64(queued)},
+	}
+	if kv.Paged { // gorun's own: the paged KV pool
+		all = append(all,
+			promMetric{"kv_pool_blocks", "gauge", "Blocks of the paged KV pool (kv_pool_block_size positions each).", float64(kv.Blocks)},
+			promMetric{"kv_pool_block_size", "gauge", "Positions per block of the KV pool.", float64(kv.BlockSize)},
+			promMetric{"kv_pool_blocks_free", "gauge", "Free blocks of the KV pool.", float64(kv.Free)},
+			promMetric{"kv_pool_blocks_peak", "gauge", "Most blocks of the KV pool in use at once since start.", float64(kv.Peak)},
+			promMetric{"kv_pool_blocks_cached", "gauge", "Free blocks keeping a prompt prefix's keys and values for later requests.", float64(kv.Cached)},
+			promMetric{"kv_pool_prefix_hits_total", "counter", "Blocks of prompt prefixes taken from the KV pool's cache instead of evaluated.", float64(kv.Hits)},
+			promMetric{"kv_pool_requests_waiting", "gauge", "Requests holding a slot and waiting for KV blocks.", float64(s.pool.kvWaiting.Load())},
+			promMetric{"kv_pool_evictions_total", "counter", "Idle slots' kept contexts dropped to free KV blocks.", float64(s.pool.evictions.Load())},
+		)
 	}
 	var b strings.Builder
 	for _, x := range all {

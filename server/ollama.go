@@ -48,6 +48,7 @@ var ollamaPaths = map[string]bool{"/api/show": true, "/api/generate": true, "/ap
 
 // ollamaError writes an error as ollama does: the status and {"error": message}.
 func ollamaError(w http.ResponseWriter, e *apiError) {
+	setRetryAfter(w, e)
 	if e.Status == statusClientGone {
 		return
 	}

@@ -27,6 +27,7 @@ type slot struct {
 	busySince atomic.Int64 // unix seconds; 0: idle
 	requests  atomic.Int64
 	cached    atomic.Int64 // prompt tokens the last generation found in the context (not evaluated again)
+	idleSince time.Time    // when it was last released (under pool.mu): the least recent is evicted first
 }
 
 // pool hands out slots: a free one holding the longest prefix of the prompt, else the first to
@@ -39,6 +40,13 @@ type pool struct {
 	total    int
 	closed   bool
 	all      []*slot // every slot, by id (fixed after newPool)
+	// freed is closed (and replaced) when KV blocks may have come back: a slot was released
+	// or a waiting request let go of its blocks.
+	freed chan struct{}
+	// kvWaiting counts requests holding a slot and waiting for KV blocks; evictions, idle
+	// slots' contexts dropped to free blocks.
+	kvWaiting atomic.Int64
+	evictions atomic.Int64
 }
 
 func newPool(m *llm.Model, n, maxQueue int) (*pool, error) {
@@ -112,6 +120,7 @@ func (p *pool) acquire(ctx context.Context, prompt []int32) (*slot, error) {
 // release returns a slot: to the first waiting request, else to the free list.
 func (p *pool) release(s *slot) {
 	s.tokens = s.sess.Tokens()
+	s.sess.Rewind(len(s.tokens)) // give back the KV blocks reserved and not filled
 	s.npast.Store(int64(len(s.tokens)))
 	s.busySince.Store(0)
 	s.requests.Add(1)
@@ -124,12 +133,54 @@ func (p *pool) release(s *slot) {
 	if len(p.waiters) > 0 {
 		ch := p.waiters[0]
 		p.waiters = p.waiters[1:]
+		p.signalFreed()
 		p.mu.Unlock()
 		ch <- s
 		return
 	}
 	p.free = append(p.free, s)
+	s.idleSince = time.Now()
+	p.signalFreed()
 	p.mu.Unlock()
+}
+
+// signalFreed wakes the requests waiting for KV blocks (under p.mu).
+func (p *pool) signalFreed() {
+	if p.freed != nil {
+		close(p.freed)
+		p.freed = nil
+	}
+}
+
+// freedSignal is the channel closed at the next signalFreed.
+func (p *pool) freedSignal() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.freed == nil {
+		p.freed = make(chan struct{})
+	}
+	return p.freed
+}
+
+// evictIdle drops the context of the idle slot released longest ago that holds one, giving its
+// KV blocks back to the pool (its prompt can no longer be reused). It reports whether there
+// was one.
+func (p *pool) evictIdle() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var victim *slot
+	for _, s := range p.free {
+		if len(s.tokens) > 0 && (victim == nil || s.idleSince.Before(victim.idleSince)) {
+			victim = s
+		}
+	}
+	if victim == nil || victim.sess.Reset() != nil {
+		return false
+	}
+	victim.tokens = nil
+	victim.npast.Store(0)
+	p.evictions.Add(1)
+	return true
 }
 
 // hold returns the function that gives a slot back, once however often it is called: a
@@ -162,13 +213,16 @@ func commonPrefix(a, b []int32) int {
 	return n
 }
 
-// kvTokens is how many positions the slots' caches hold and can hold (each slot has a whole
-// context of nctx positions).
-func (p *pool) kvTokens(nctx int) (used, capacity int) {
+// kvTokens is how many positions the slots' contexts hold, and how many the KV memory can
+// hold: the paged pool's positions, or a whole context of nctx positions per slot.
+func (p *pool) kvTokens(m *llm.Model) (used, capacity int) {
 	for _, s := range p.all {
 		used += int(s.npast.Load())
 	}
-	return used, len(p.all) * nctx
+	if kv := m.KVStats(); kv.Paged {
+		return used, kv.Blocks * kv.BlockSize
+	}
+	return used, len(p.all) * m.ContextLength()
 }
 
 // describe reports every slot for /slots.

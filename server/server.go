@@ -395,6 +395,9 @@ type apiError struct {
 	Type    string
 	Param   string
 	Code    string
+	// RetryAfter, when positive, is sent as the Retry-After header (seconds): the server is
+	// busy, not broken.
+	RetryAfter int
 }
 
 func (e *apiError) Error() string { return e.Message }
@@ -416,12 +419,20 @@ func badRequest(param, format string, a ...any) *apiError {
 }
 
 func writeError(w http.ResponseWriter, e *apiError) {
+	setRetryAfter(w, e)
 	if e.Type == "" {
 		e.Type = "invalid_request_error"
 	}
 	// Messages quote client input clipped (quote); this bounds any that would not.
 	e.Message = clip(e.Message, maxMessage)
 	writeJSON(w, e.Status, e.body())
+}
+
+// setRetryAfter sets the Retry-After header of an error that asks for one.
+func setRetryAfter(w http.ResponseWriter, e *apiError) {
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
+	}
 }
 
 // maxQuote bounds the bytes of client input an error message quotes; maxMessage bounds a

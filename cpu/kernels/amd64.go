@@ -143,6 +143,7 @@ func useSIMD(t Tier) {
 		Add = addAVX512Go
 		ExpSum = expSumAVX512Go
 		WeightedSum = weightedSumAVX512Go
+		WeightedSumAdd = weightedSumAddAVX512Go
 		dequant[quant.F16] = f16SIMD(f16ToF32AVX512, 16)
 		dequant[quant.Q8_0] = blocksSIMD(dequantQ8_0AVX512, quant.SizeQ8_0)
 		dequant[quant.Q4_0] = blocksSIMD(dequantQ4_0AVX512, quant.SizeQ4_0)

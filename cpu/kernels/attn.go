@@ -7,10 +7,15 @@ import "math"
 //	Scores(s, q, k, ks)       s[j] = Dot(q, k[j*ks : j*ks+len(q)])
 //	m := max(s); sum := ExpSum(s, scale, scale*m)   s[j] = exp(scale*s[j] - scale*m)
 //	WeightedSum(out, s, v, vs) out[i] = sum_j s[j] * v[j*vs+i]
+//
+// WeightedSumAdd(out, s, v, vs) adds to out in the same order (out[i] += s[j] * v[j*vs+i], j
+// ascending): over a paged cache, clearing out and adding block after block gives the bits
+// one WeightedSum over all the rows gives.
 var (
-	Scores      func(s, q, k []float32, ks int)
-	ExpSum      func(s []float32, scale, mx float32) float32
-	WeightedSum func(out, p, v []float32, vs int)
+	Scores         func(s, q, k []float32, ks int)
+	ExpSum         func(s []float32, scale, mx float32) float32
+	WeightedSum    func(out, p, v []float32, vs int)
+	WeightedSumAdd func(out, p, v []float32, vs int)
 )
 
 // scoresGeneric uses the active tier's Dot, so scores equal Dot on every tier.
@@ -40,8 +45,12 @@ func expSumGeneric(s []float32, scale, mx float32) float32 {
 }
 
 func weightedSumGeneric(out, p, v []float32, vs int) {
-	d := len(out)
 	clear(out)
+	weightedSumAddGeneric(out, p, v, vs)
+}
+
+func weightedSumAddGeneric(out, p, v []float32, vs int) {
+	d := len(out)
 	for j, pj := range p {
 		row := v[j*vs : j*vs+d]
 		for i := range out {

@@ -178,3 +178,85 @@ addloop:
 adddone:
 	VZEROUPPER
 	RET
+
+// func weightedSumAdd64AVX512(out, p, v *float32, vs, n uintptr)
+// out[i] += p[j]*v[j*vs bytes + i] for j < n in order, for i < 64: weightedSum64AVX512 starting
+// from out instead of zero, so that a sum taken block by block (a paged KV cache) is
+// bit-identical to one call over all the rows.
+TEXT ·weightedSumAdd64AVX512(SB), NOSPLIT, $0-40
+	MOVQ    out+0(FP), DI
+	MOVQ    p+8(FP), SI
+	MOVQ    v+16(FP), DX
+	MOVQ    vs+24(FP), BX
+	MOVQ    n+32(FP), CX
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS 128(DI), Z2
+	VMOVUPS 192(DI), Z3
+	TESTQ   CX, CX
+	JZ      wsadone
+
+wsaloop:
+	VBROADCASTSS (SI), Z4
+	VFMADD231PS  (DX), Z4, Z0
+	VFMADD231PS  64(DX), Z4, Z1
+	VFMADD231PS  128(DX), Z4, Z2
+	VFMADD231PS  192(DX), Z4, Z3
+	ADDQ         $4, SI
+	ADDQ         BX, DX
+	DECQ         CX
+	JNZ          wsaloop
+
+wsadone:
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, 128(DI)
+	VMOVUPS Z3, 192(DI)
+	VZEROUPPER
+	RET
+
+// func weightedSumAdd64AVX2(out, p, v *float32, vs, n uintptr)
+// weightedSum64AVX2 starting from out instead of zero (see weightedSumAdd64AVX512).
+TEXT ·weightedSumAdd64AVX2(SB), NOSPLIT, $0-40
+	MOVQ    out+0(FP), DI
+	MOVQ    p+8(FP), SI
+	MOVQ    v+16(FP), DX
+	MOVQ    vs+24(FP), BX
+	MOVQ    n+32(FP), CX
+	VMOVUPS (DI), Y0
+	VMOVUPS 32(DI), Y1
+	VMOVUPS 64(DI), Y2
+	VMOVUPS 96(DI), Y3
+	VMOVUPS 128(DI), Y4
+	VMOVUPS 160(DI), Y5
+	VMOVUPS 192(DI), Y6
+	VMOVUPS 224(DI), Y7
+	TESTQ   CX, CX
+	JZ      wsa2adone
+
+wsa2aloop:
+	VBROADCASTSS (SI), Y8
+	VFMADD231PS  (DX), Y8, Y0
+	VFMADD231PS  32(DX), Y8, Y1
+	VFMADD231PS  64(DX), Y8, Y2
+	VFMADD231PS  96(DX), Y8, Y3
+	VFMADD231PS  128(DX), Y8, Y4
+	VFMADD231PS  160(DX), Y8, Y5
+	VFMADD231PS  192(DX), Y8, Y6
+	VFMADD231PS  224(DX), Y8, Y7
+	ADDQ         $4, SI
+	ADDQ         BX, DX
+	DECQ         CX
+	JNZ          wsa2aloop
+
+wsa2adone:
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	VMOVUPS Y4, 128(DI)
+	VMOVUPS Y5, 160(DI)
+	VMOVUPS Y6, 192(DI)
+	VMOVUPS Y7, 224(DI)
+	VZEROUPPER
+	RET

@@ -110,3 +110,40 @@ func TestLayerNorm(t *testing.T) {
 		}
 	})
 }
+
+// WeightedSumAdd over consecutive blocks of the rows, after a clear, equals one WeightedSum
+// over all of them bit for bit on every tier (the paged KV cache's attention relies on it),
+// whatever the blocks' places in memory.
+func TestWeightedSumAddBlocks(t *testing.T) {
+	rng := rand.New(rand.NewPCG(10, 10))
+	forEachTier(t, func(t *testing.T, tier Tier) {
+		for _, n := range []int{1, 15, 16, 17, 40, 100} {
+			for _, d := range []int{64, 48} {
+				ks := 2*d + 3
+				p, v := randVec(rng, n), randVec(rng, n*ks)
+				want := make([]float32, d)
+				WeightedSum(want, p, v, ks)
+				// The same rows scattered: block b (16 rows) copied to slot perm[b].
+				nb := (n + 15) / 16
+				scattered := make([]float32, nb*16*ks+d)
+				perm := rng.Perm(nb)
+				got := make([]float32, d+1)
+				got[d] = 42
+				for b := 0; b < nb; b++ {
+					rows := min(16, n-16*b)
+					dst := scattered[perm[b]*16*ks:]
+					copy(dst[:rows*ks], v[16*b*ks:])
+					WeightedSumAdd(got[:d], p[16*b:16*b+rows], dst, ks)
+				}
+				for i := range want {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("n=%d d=%d: [%d] = %v block by block, %v at once", n, d, i, got[i], want[i])
+					}
+				}
+				if got[d] != 42 {
+					t.Fatal("WeightedSumAdd wrote past out")
+				}
+			}
+		}
+	})
+}

@@ -19,6 +19,7 @@ func useAVX2() {
 	Scores = scoresAVX2Go
 	ExpSum = expSumAVX2Go
 	WeightedSum = weightedSumAVX2Go
+	WeightedSumAdd = weightedSumAddAVX2Go
 	dequant[quant.F16] = f16SIMD(f16ToF32AVX2, 8)
 	dequant[quant.Q8_0] = blocksTabAVX2(dequantQ8_0AVX2, 32, quant.SizeQ8_0)
 	dequant[quant.Q4_0] = blocksTabAVX2(dequantQ4_0AVX2, 32, quant.SizeQ4_0)

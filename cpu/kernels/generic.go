@@ -22,6 +22,7 @@ func useGeneric() {
 	Add = addGeneric
 	ExpSum = expSumGeneric
 	WeightedSum = weightedSumGeneric
+	WeightedSumAdd = weightedSumAddGeneric
 	useGenericLlama()
 	useGenericScan()
 	useIntGeneric()
