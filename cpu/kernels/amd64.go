@@ -190,6 +190,7 @@ func useSIMD(t Tier) {
 				}
 			}
 		}
+		useMultiRowAVX512()
 	case AVX2:
 		useAVX2()
 	}

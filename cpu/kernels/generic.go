@@ -24,6 +24,7 @@ func useGeneric() {
 	WeightedSum = weightedSumGeneric
 	useGenericLlama()
 	useIntGeneric()
+	clearMatVecRows()
 	for t := range dequant {
 		dequant[t] = nil
 		matVec4[t] = nil
