@@ -1,8 +1,10 @@
 package kernels
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 
 	"github.com/gorun-dev/gorun/quant"
@@ -99,5 +101,82 @@ func TestMatVecRowsRefusesShortOperands(t *testing.T) {
 			}()
 			mvr(c.x, c.xs, c.rows, c.k, c.w, c.ws, c.out, c.os)
 		}()
+	}
+}
+
+// BenchmarkMatVecRows: four cache-resident weight rows of 3072 against 1..8 activation rows
+// (8 = two calls), on the best tier: the compute side of a decode step of that many sessions.
+// Compare cpu-ns/op with rows x BenchmarkMatVec4's to see what forming each weight once saves.
+func BenchmarkMatVecRows(b *testing.B) {
+	const k = 3072
+	rng := rand.New(rand.NewPCG(1, 1))
+	x := randVec(rng, 8*k)
+	out := make([]float32, 8*4)
+	for _, typ := range []quant.Type{quant.F16, quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q6_K} {
+		rs, _ := typ.RowSize(k)
+		w := make([]byte, 4*rs)
+		for j := range 4 {
+			if err := quant.QuantizeRow(typ, w[int64(j)*rs:int64(j+1)*rs], randVec(rng, k)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		mvr := MatVecRows(typ)
+		for _, rows := range []int{1, 2, 3, 4, 8} {
+			b.Run(fmt.Sprintf("%v/rows=%d", typ, rows), func(b *testing.B) {
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				b.SetBytes(4 * rs)
+				c0 := threadCPU()
+				for b.Loop() {
+					for m := 0; m < rows; m += MaxMatVecRows {
+						mvr(x[m*k:], k, min(MaxMatVecRows, rows-m), k, w, int(rs), out[m*4:], 4)
+					}
+				}
+				b.ReportMetric(float64(threadCPU()-c0)/float64(b.N), "cpu-ns/op")
+			})
+		}
+	}
+}
+
+// BenchmarkStreamRows streams 256 MiB of weight rows of 768 (more than the caches) through
+// MatVecRows on one thread, with 1..8 activation rows: GB/s of weights here against
+// BenchmarkMatVecRows' cache-resident rate says whether a decode step of that many sessions
+// is bound by memory or by compute.
+func BenchmarkStreamRows(b *testing.B) {
+	const k, size = 768, 256 << 20
+	rng := rand.New(rand.NewPCG(1, 1))
+	x := randVec(rng, 8*k)
+	out := make([]float32, 8*4)
+	for _, typ := range []quant.Type{quant.F16, quant.Q8_0, quant.Q4_0} {
+		rs64, _ := typ.RowSize(k)
+		rs := int(rs64)
+		nrows := size / rs &^ 7
+		w := make([]byte, nrows*rs)
+		row := make([]byte, rs)
+		if err := quant.QuantizeRow(typ, row, randVec(rng, k)); err != nil {
+			b.Fatal(err)
+		}
+		for r := 0; r < nrows; r++ {
+			copy(w[r*rs:], row)
+		}
+		mvr := MatVecRows(typ)
+		for _, rows := range []int{1, 2, 4, 8} {
+			b.Run(fmt.Sprintf("%v/rows=%d", typ, rows), func(b *testing.B) {
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				b.SetBytes(int64(nrows * rs))
+				c0 := threadCPU()
+				for b.Loop() {
+					for r := 0; r+4 <= nrows; r += 4 {
+						for m := 0; m < rows; m += MaxMatVecRows {
+							mvr(x[m*k:], k, min(MaxMatVecRows, rows-m), k, w[r*rs:], rs, out[m*4:], 4)
+						}
+					}
+				}
+				cpu := float64(threadCPU()-c0) / float64(b.N)
+				b.ReportMetric(cpu/1e6, "cpu-ms/op")
+				b.ReportMetric(float64(nrows*rs)/cpu, "GB/cpu-s")
+			})
+		}
 	}
 }
