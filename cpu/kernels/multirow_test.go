@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/gorun-dev/gorun/quant"
@@ -23,6 +24,9 @@ func TestMatVecRowsEqualsMatVec4(t *testing.T) {
 			}
 			if mv == nil {
 				continue
+			}
+			if tier == AVX512 && slices.Contains(fusedAVX512, typ) && !MatVecRowsFused(typ) {
+				t.Fatalf("%v: no fused multi-row kernel in the AVX-512 tier", typ)
 			}
 			ks := []int{256, 768, 3072}
 			if typ == quant.F16 || typ == quant.BF16 {
@@ -69,6 +73,9 @@ func TestMatVecRowsEqualsMatVec4(t *testing.T) {
 		}
 	})
 }
+
+// fusedAVX512 lists the types with a fused multi-row kernel in the AVX-512 tier.
+var fusedAVX512 = []quant.Type{quant.F16, quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q6_K}
 
 // Operands that do not hold the rows asked for are refused with a panic before any kernel
 // reads them, not read out of bounds.
@@ -179,4 +186,58 @@ func BenchmarkStreamRows(b *testing.B) {
 			})
 		}
 	}
+}
+
+// MatVecRows equals MatVec4 row by row over the whole range of half-precision scales (and F16
+// weights), subnormal to 65504, and with an Inf or NaN scale in a block (where the one-row
+// Q6_K kernel of the VBMI tier hands over to the base kernel): the same bits, or NaN for NaN.
+func TestMatVecRowsScaleRange(t *testing.T) {
+	rng := rand.New(rand.NewPCG(19, 4))
+	const k = 1024
+	x := randVec(rng, MaxMatVecRows*k)
+	for i := range x {
+		if i%k >= 256 && i%k < 512 {
+			x[i] = float32(math.Abs(float64(x[i])))
+		}
+	}
+	fields := map[quant.Type]struct{ size, half int }{
+		quant.F16: {2, 0}, quant.Q8_0: {quant.SizeQ8_0, 0}, quant.Q4_0: {quant.SizeQ4_0, 0},
+		quant.Q4_K: {quant.SizeQ4_K, 0}, quant.Q6_K: {quant.SizeQ6_K, 208},
+	}
+	specials := []uint16{0, 0x7c00, 0xfc00, 0x7e00, 0x7c01} // none, +Inf, -Inf, NaN, NaN
+	forEachTier(t, func(t *testing.T, tier Tier) {
+		for typ, f := range fields {
+			mv, mvr := MatVec4(typ), MatVecRows(typ)
+			rs, _ := typ.RowSize(k)
+			ws := int(rs) + 3
+			for c, special := range specials {
+				w := make([]byte, 3*ws+int(rs))
+				for j := range 4 {
+					row := randRow(rng, typ, k)
+					for b := 0; b+f.size <= len(row); b += f.size {
+						v := uint16(rng.Uint32()) & 0x7bff // exponent < 31: finite
+						if special != 0 && j == c%4 && b == 5*f.size {
+							v = special
+						}
+						row[b+f.half], row[b+f.half+1] = byte(v), byte(v>>8)
+					}
+					copy(w[j*ws:], row)
+				}
+				out := make([]float32, MaxMatVecRows*4)
+				for rows := 2; rows <= MaxMatVecRows; rows++ {
+					mvr(x, k, rows, k, w, ws, out, 4)
+					for i := range rows {
+						var want [4]float32
+						mv(x[i*k:(i+1)*k], w, ws, &want)
+						for j, b := range want {
+							a := out[i*4+j]
+							if math.Float32bits(a) != math.Float32bits(b) && !(a != a && b != b) {
+								t.Fatalf("%v case %d rows=%d: out[%d][%d] = %v, MatVec4 %v", typ, c, rows, i, j, a, b)
+							}
+						}
+					}
+				}
+			}
+		}
+	})
 }
