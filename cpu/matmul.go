@@ -53,10 +53,13 @@ func (b *Backend) mulMat(idx int, n *graph.Tensor, ith, nth int) {
 // fusedRows: with fewer activation rows than this, weights are dequantized inside the dot
 // products (kernels.MatVecRows) instead of into a tile; from it on, the tile's reuse pays,
 // unless the weight type has a fused multi-row kernel, which forms each weight once for all
-// rows: then up to multiRowMax rows (the decode step of that many sessions) stay fused.
+// rows: then up to multiRowMax rows (the decode step of that many sessions, a short prompt)
+// stay fused. Streaming 256 MiB of weights on one thread, the fused kernels beat the tile path
+// by ~30% at 16 rows and still at 32 (kernels.BenchmarkStreamRows, cpu/PERF.md); prompts, in
+// batches of more, keep the tile path.
 const (
 	fusedRows   = 3
-	multiRowMax = 8
+	multiRowMax = 16
 )
 
 // useFused reports whether a product of rows activation rows with weights of type t streams

@@ -146,18 +146,21 @@ func BenchmarkMatVecRows(b *testing.B) {
 }
 
 // BenchmarkStreamRows streams 256 MiB of weight rows of 768 (more than the caches) through
-// MatVecRows on one thread, with 1..8 activation rows: GB/s of weights here against
-// BenchmarkMatVecRows' cache-resident rate says whether a decode step of that many sessions
-// is bound by memory or by compute.
+// MatVecRows on one thread, with 1..32 activation rows ("fused"), and through the prompts'
+// path ("tile": 16 rows dequantized into a float32 tile, then Dot6x4/Dot4x4/Dot1x4 as
+// cpu/matmul.go's mulTile runs them): GB/s of weights here against BenchmarkMatVecRows'
+// cache-resident rate says whether a decode step of that many sessions is bound by memory or
+// by compute, and fused against tile where the matmul should switch.
 func BenchmarkStreamRows(b *testing.B) {
 	const k, size = 768, 256 << 20
 	rng := rand.New(rand.NewPCG(1, 1))
-	x := randVec(rng, 8*k)
-	out := make([]float32, 8*4)
-	for _, typ := range []quant.Type{quant.F16, quant.Q8_0, quant.Q4_0} {
+	x := randVec(rng, 32*k)
+	out := make([]float32, 32*16)
+	tile := make([]float32, 16*k)
+	for _, typ := range []quant.Type{quant.F16, quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q6_K} {
 		rs64, _ := typ.RowSize(k)
 		rs := int(rs64)
-		nrows := size / rs &^ 7
+		nrows := size / rs &^ 15
 		w := make([]byte, nrows*rs)
 		row := make([]byte, rs)
 		if err := quant.QuantizeRow(typ, row, randVec(rng, k)); err != nil {
@@ -166,19 +169,52 @@ func BenchmarkStreamRows(b *testing.B) {
 		for r := 0; r < nrows; r++ {
 			copy(w[r*rs:], row)
 		}
-		mvr := MatVecRows(typ)
-		for _, rows := range []int{1, 2, 4, 8} {
-			b.Run(fmt.Sprintf("%v/rows=%d", typ, rows), func(b *testing.B) {
+		mvr, deq := MatVecRows(typ), Dequantizer(typ)
+		fused := func(rows int) {
+			for r := 0; r+4 <= nrows; r += 4 {
+				for m := 0; m < rows; m += MaxMatVecRows {
+					mvr(x[m*k:], k, min(MaxMatVecRows, rows-m), k, w[r*rs:], rs, out[m*4:], 4)
+				}
+			}
+		}
+		tiled := func(rows int) {
+			var o4 [4]float32
+			for r := 0; r+16 <= nrows; r += 16 {
+				for j := range 16 {
+					deq(tile[j*k:(j+1)*k], w[(r+j)*rs:(r+j+1)*rs])
+				}
+				m := 0
+				for ; m+6 <= rows; m += 6 {
+					for j := 0; j < 16; j += 4 {
+						Dot6x4(x[m*k:], k, tile[j*k:], k, k, out[j:], 16)
+					}
+				}
+				for ; m+4 <= rows; m += 4 {
+					for j := 0; j < 16; j += 4 {
+						Dot4x4(x[m*k:], k, tile[j*k:], k, k, out[j:], 16)
+					}
+				}
+				for ; m < rows; m++ {
+					for j := 0; j < 16; j += 4 {
+						Dot1x4(x[m*k:(m+1)*k], tile[j*k:], k, &o4)
+					}
+				}
+			}
+		}
+		for _, c := range []struct {
+			path string
+			rows int
+			run  func(int)
+		}{{"fused", 1, fused}, {"fused", 2, fused}, {"fused", 4, fused}, {"fused", 8, fused},
+			{"fused", 12, fused}, {"fused", 16, fused}, {"fused", 32, fused}, {"tile", 4, tiled},
+			{"tile", 8, tiled}, {"tile", 12, tiled}, {"tile", 16, tiled}, {"tile", 32, tiled}} {
+			b.Run(fmt.Sprintf("%v/%s/rows=%d", typ, c.path, c.rows), func(b *testing.B) {
 				runtime.LockOSThread()
 				defer runtime.UnlockOSThread()
 				b.SetBytes(int64(nrows * rs))
 				c0 := threadCPU()
 				for b.Loop() {
-					for r := 0; r+4 <= nrows; r += 4 {
-						for m := 0; m < rows; m += MaxMatVecRows {
-							mvr(x[m*k:], k, min(MaxMatVecRows, rows-m), k, w[r*rs:], rs, out[m*4:], 4)
-						}
-					}
+					c.run(c.rows)
 				}
 				cpu := float64(threadCPU()-c0) / float64(b.N)
 				b.ReportMetric(cpu/1e6, "cpu-ms/op")
@@ -188,54 +224,26 @@ func BenchmarkStreamRows(b *testing.B) {
 	}
 }
 
-// MatVecRows equals MatVec4 row by row over the whole range of half-precision scales (and F16
-// weights), subnormal to 65504, and with an Inf or NaN scale in a block (where the one-row
-// Q6_K kernel of the VBMI tier hands over to the base kernel): the same bits, or NaN for NaN.
-func TestMatVecRowsScaleRange(t *testing.T) {
-	rng := rand.New(rand.NewPCG(19, 4))
-	const k = 1024
+// A MatVecRows call allocates nothing (the matmul calls it in its inner loop).
+func TestMatVecRowsAllocatesNothing(t *testing.T) {
+	rng := rand.New(rand.NewPCG(19, 5))
+	const k = 256
 	x := randVec(rng, MaxMatVecRows*k)
-	for i := range x {
-		if i%k >= 256 && i%k < 512 {
-			x[i] = float32(math.Abs(float64(x[i])))
-		}
-	}
-	fields := map[quant.Type]struct{ size, half int }{
-		quant.F16: {2, 0}, quant.Q8_0: {quant.SizeQ8_0, 0}, quant.Q4_0: {quant.SizeQ4_0, 0},
-		quant.Q4_K: {quant.SizeQ4_K, 0}, quant.Q6_K: {quant.SizeQ6_K, 208},
-	}
-	specials := []uint16{0, 0x7c00, 0xfc00, 0x7e00, 0x7c01} // none, +Inf, -Inf, NaN, NaN
+	out := make([]float32, MaxMatVecRows*4)
 	forEachTier(t, func(t *testing.T, tier Tier) {
-		for typ, f := range fields {
-			mv, mvr := MatVec4(typ), MatVecRows(typ)
+		for _, typ := range quantTypes {
+			mvr := MatVecRows(typ)
+			if mvr == nil {
+				continue
+			}
 			rs, _ := typ.RowSize(k)
-			ws := int(rs) + 3
-			for c, special := range specials {
-				w := make([]byte, 3*ws+int(rs))
-				for j := range 4 {
-					row := randRow(rng, typ, k)
-					for b := 0; b+f.size <= len(row); b += f.size {
-						v := uint16(rng.Uint32()) & 0x7bff // exponent < 31: finite
-						if special != 0 && j == c%4 && b == 5*f.size {
-							v = special
-						}
-						row[b+f.half], row[b+f.half+1] = byte(v), byte(v>>8)
-					}
-					copy(w[j*ws:], row)
-				}
-				out := make([]float32, MaxMatVecRows*4)
-				for rows := 2; rows <= MaxMatVecRows; rows++ {
-					mvr(x, k, rows, k, w, ws, out, 4)
-					for i := range rows {
-						var want [4]float32
-						mv(x[i*k:(i+1)*k], w, ws, &want)
-						for j, b := range want {
-							a := out[i*4+j]
-							if math.Float32bits(a) != math.Float32bits(b) && !(a != a && b != b) {
-								t.Fatalf("%v case %d rows=%d: out[%d][%d] = %v, MatVec4 %v", typ, c, rows, i, j, a, b)
-							}
-						}
-					}
+			w := make([]byte, 4*rs)
+			for j := range 4 {
+				copy(w[int64(j)*rs:], randRow(rng, typ, k))
+			}
+			for rows := 1; rows <= MaxMatVecRows; rows++ {
+				if n := testing.AllocsPerRun(10, func() { mvr(x, k, rows, k, w, int(rs), out, 4) }); n != 0 {
+					t.Fatalf("%v rows=%d: %v allocations per call", typ, rows, n)
 				}
 			}
 		}
