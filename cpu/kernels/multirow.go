@@ -3,7 +3,7 @@ package kernels
 import "github.com/gorun-dev/gorun/quant"
 
 // MaxMatVecRows is the most activation rows one MatVecRows call takes.
-const MaxMatVecRows = 4
+const MaxMatVecRows = 8
 
 // MatVecRowsFunc sets out[i*os+j] to the dot product of x[i*xs : i*xs+k] with row j < 4 of w
 // (rows ws bytes apart) for every activation row i < rows, 1 <= rows <= MaxMatVecRows. k must

@@ -113,7 +113,8 @@ func TestMatVecRowsRefusesShortOperands(t *testing.T) {
 
 // BenchmarkMatVecRows: four cache-resident weight rows of 3072 against 1..8 activation rows
 // (8 = two calls), on the best tier: the compute side of a decode step of that many sessions.
-// Compare cpu-ns/op with rows x BenchmarkMatVec4's to see what forming each weight once saves.
+// "fused" is MatVecRows, "perrow" MatVec4 once per activation row (what a type without a
+// multi-row kernel gets): the difference is what forming each weight once saves.
 func BenchmarkMatVecRows(b *testing.B) {
 	const k = 3072
 	rng := rand.New(rand.NewPCG(1, 1))
@@ -127,20 +128,31 @@ func BenchmarkMatVecRows(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		mvr := MatVecRows(typ)
-		for _, rows := range []int{1, 2, 3, 4, 8} {
-			b.Run(fmt.Sprintf("%v/rows=%d", typ, rows), func(b *testing.B) {
-				runtime.LockOSThread()
-				defer runtime.UnlockOSThread()
-				b.SetBytes(4 * rs)
-				c0 := threadCPU()
-				for b.Loop() {
-					for m := 0; m < rows; m += MaxMatVecRows {
-						mvr(x[m*k:], k, min(MaxMatVecRows, rows-m), k, w, int(rs), out[m*4:], 4)
-					}
+		mv, mvr := MatVec4(typ), MatVecRows(typ)
+		for _, path := range []string{"fused", "perrow"} {
+			for _, rows := range []int{1, 2, 3, 4, 8} {
+				if path == "perrow" && rows == 1 {
+					continue
 				}
-				b.ReportMetric(float64(threadCPU()-c0)/float64(b.N), "cpu-ns/op")
-			})
+				b.Run(fmt.Sprintf("%v/%s/rows=%d", typ, path, rows), func(b *testing.B) {
+					runtime.LockOSThread()
+					defer runtime.UnlockOSThread()
+					b.SetBytes(4 * rs)
+					c0 := threadCPU()
+					for b.Loop() {
+						if path == "perrow" {
+							for m := range rows {
+								mv(x[m*k:(m+1)*k], w, int(rs), (*[4]float32)(out[m*4:]))
+							}
+							continue
+						}
+						for m := 0; m < rows; m += MaxMatVecRows {
+							mvr(x[m*k:], k, min(MaxMatVecRows, rows-m), k, w, int(rs), out[m*4:], 4)
+						}
+					}
+					b.ReportMetric(float64(threadCPU()-c0)/float64(b.N), "cpu-ns/op")
+				})
+			}
 		}
 	}
 }
