@@ -5,77 +5,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
-	"slices"
 	"testing"
 
 	"github.com/gorun-dev/gorun/quant"
 )
-
-// Every output element of MatVecRows has the bits MatVec4 gives for its activation row alone,
-// for every tier, type, row count and length (random bytes, so every scale and quant value
-// occurs; rows and outputs at odd strides), and the kernel writes nothing outside its outputs.
-func TestMatVecRowsEqualsMatVec4(t *testing.T) {
-	rng := rand.New(rand.NewPCG(19, 3))
-	forEachTier(t, func(t *testing.T, tier Tier) {
-		for _, typ := range quantTypes {
-			mv, mvr := MatVec4(typ), MatVecRows(typ)
-			if (mv == nil) != (mvr == nil) {
-				t.Fatalf("%v: MatVec4 nil %v, MatVecRows nil %v", typ, mv == nil, mvr == nil)
-			}
-			if mv == nil {
-				continue
-			}
-			if tier == AVX512 && slices.Contains(fusedAVX512, typ) && !MatVecRowsFused(typ) {
-				t.Fatalf("%v: no fused multi-row kernel in the AVX-512 tier", typ)
-			}
-			ks := []int{256, 768, 3072}
-			if typ == quant.F16 || typ == quant.BF16 {
-				ks = append(ks, 8, 40, 777) // tails of fewer than 16 values
-			}
-			for _, k := range ks {
-				if k%typ.BlockSize() != 0 {
-					continue
-				}
-				rs, _ := typ.RowSize(int64(k))
-				ws := int(rs) + 7 // rows need not be adjacent
-				w := make([]byte, 3*ws+int(rs))
-				for j := range 4 {
-					copy(w[j*ws:], randRow(rng, typ, k))
-				}
-				xs, os := k+5, 11
-				x := randVec(rng, MaxMatVecRows*xs)
-				for rows := 1; rows <= MaxMatVecRows; rows++ {
-					const guard = -12345
-					out := make([]float32, MaxMatVecRows*os)
-					for i := range out {
-						out[i] = guard
-					}
-					mvr(x, xs, rows, k, w, ws, out, os)
-					for i := range MaxMatVecRows {
-						var want [4]float32
-						if i < rows {
-							mv(x[i*xs:i*xs+k], w, ws, &want)
-						}
-						for j := range os {
-							got := out[i*os+j]
-							switch {
-							case i < rows && j < 4:
-								if math.Float32bits(got) != math.Float32bits(want[j]) {
-									t.Fatalf("%v k=%d rows=%d: out[%d][%d] = %v, MatVec4 %v", typ, k, rows, i, j, got, want[j])
-								}
-							case got != guard:
-								t.Fatalf("%v k=%d rows=%d: wrote out[%d][%d] = %v outside the outputs", typ, k, rows, i, j, got)
-							}
-						}
-					}
-				}
-			}
-		}
-	})
-}
-
-// fusedAVX512 lists the types with a fused multi-row kernel in the AVX-512 tier.
-var fusedAVX512 = []quant.Type{quant.F16, quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q6_K}
 
 // Operands that do not hold the rows asked for are refused with a panic before any kernel
 // reads them, not read out of bounds.
@@ -236,26 +169,37 @@ func BenchmarkStreamRows(b *testing.B) {
 	}
 }
 
-// A MatVecRows call allocates nothing (the matmul calls it in its inner loop).
-func TestMatVecRowsAllocatesNothing(t *testing.T) {
-	rng := rand.New(rand.NewPCG(19, 5))
-	const k = 256
+// On every platform and tier (the generic reference included), MatVecRows gives MatVec4's bits
+// row by row on quantized rows of every type that has a MatVec4.
+func TestMatVecRowsQuantizedRows(t *testing.T) {
+	rng := rand.New(rand.NewPCG(19, 6))
+	const k = 512
 	x := randVec(rng, MaxMatVecRows*k)
-	out := make([]float32, MaxMatVecRows*4)
 	forEachTier(t, func(t *testing.T, tier Tier) {
-		for _, typ := range quantTypes {
-			mvr := MatVecRows(typ)
-			if mvr == nil {
+		for typ := range quant.Type(len(matVec4)) {
+			mv, mvr := MatVec4(typ), MatVecRows(typ)
+			if (mv == nil) != (mvr == nil) {
+				t.Fatalf("%v: MatVec4 nil %v, MatVecRows nil %v", typ, mv == nil, mvr == nil)
+			}
+			if mv == nil || k%typ.BlockSize() != 0 {
 				continue
 			}
 			rs, _ := typ.RowSize(k)
 			w := make([]byte, 4*rs)
 			for j := range 4 {
-				copy(w[int64(j)*rs:], randRow(rng, typ, k))
+				if err := quant.QuantizeRow(typ, w[int64(j)*rs:int64(j+1)*rs], randVec(rng, k)); err != nil {
+					t.Fatal(err)
+				}
 			}
-			for rows := 1; rows <= MaxMatVecRows; rows++ {
-				if n := testing.AllocsPerRun(10, func() { mvr(x, k, rows, k, w, int(rs), out, 4) }); n != 0 {
-					t.Fatalf("%v rows=%d: %v allocations per call", typ, rows, n)
+			out := make([]float32, MaxMatVecRows*4)
+			mvr(x, k, MaxMatVecRows, k, w, int(rs), out, 4)
+			for i := range MaxMatVecRows {
+				var want [4]float32
+				mv(x[i*k:(i+1)*k], w, int(rs), &want)
+				for j := range want {
+					if math.Float32bits(out[i*4+j]) != math.Float32bits(want[j]) {
+						t.Fatalf("%v: out[%d][%d] = %v, MatVec4 %v", typ, i, j, out[i*4+j], want[j])
+					}
 				}
 			}
 		}
