@@ -54,27 +54,36 @@ func clearMatVecRows() {
 func fillMatVecRows() {
 	for t, mv := range matVec4 {
 		if mv != nil && matVecRows[t] == nil {
-			matVecRows[t] = perRow(mv)
+			matVecRows[t] = perRow(quant.Type(t), mv)
 		}
 	}
 }
 
 // perRow is the multi-row kernel made of one MatVec4 call per activation row: the reference
 // the fused kernels are tested against.
-func perRow(mv func(x []float32, w []byte, ws int, out *[4]float32)) MatVecRowsFunc {
+func perRow(t quant.Type, mv func(x []float32, w []byte, ws int, out *[4]float32)) MatVecRowsFunc {
 	return func(x []float32, xs, rows, k int, w []byte, ws int, out []float32, os int) {
-		checkMatVecRows(x, xs, rows, k, out, os)
+		checkMatVecRows(x, xs, rows, k, t.BlockSize(), out, os)
+		checkWeightRows(w, ws, k/t.BlockSize()*t.TypeSize())
 		for i := range rows {
 			mv(x[i*xs:i*xs+k], w, ws, (*[4]float32)(out[i*os:i*os+4]))
 		}
 	}
 }
 
-// checkMatVecRows panics unless rows is in 1..MaxMatVecRows and x and out hold them (the
-// assembly kernels read and write them without bounds checks).
-func checkMatVecRows(x []float32, xs, rows, k int, out []float32, os int) {
-	if rows < 1 || rows > MaxMatVecRows || k <= 0 || (rows > 1 && (xs < k || os < 4)) ||
+// checkMatVecRows panics unless rows is in 1..MaxMatVecRows, k a positive multiple of block,
+// and x and out hold the rows (the assembly kernels read and write them without bounds checks).
+func checkMatVecRows(x []float32, xs, rows, k, block int, out []float32, os int) {
+	if rows < 1 || rows > MaxMatVecRows || k <= 0 || k%block != 0 || (rows > 1 && (xs < k || os < 4)) ||
 		(rows-1)*xs+k > len(x) || (rows-1)*os+4 > len(out) {
 		panic("kernels: MatVecRows operands out of range")
+	}
+}
+
+// checkWeightRows panics unless w holds four rows of rowBytes at stride ws (by length, not
+// capacity: the kernels would read past it unchecked).
+func checkWeightRows(w []byte, ws, rowBytes int) {
+	if rowBytes <= 0 || ws < rowBytes || 3*ws+rowBytes > len(w) {
+		panic("kernels: MatVecRows weight rows out of range")
 	}
 }

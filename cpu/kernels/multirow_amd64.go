@@ -158,8 +158,8 @@ func rowsPerCall(most, k int) int {
 func multiRowBlocks(t quant.Type, n, size int, kern []mvrKernel) MatVecRowsFunc {
 	one := matVec4[t]
 	return func(x []float32, xs, rows, k int, w []byte, ws int, out []float32, os int) {
-		checkMatVecRows(x, xs, rows, k, out, os)
-		checkRows(w, ws, k/n*size)
+		checkMatVecRows(x, xs, rows, k, n, out, os)
+		checkWeightRows(w, ws, k/n*size)
 		most := rowsPerCall(len(kern)+1, k)
 		for m := 0; m < rows; {
 			r := min(rows-m, most)
@@ -178,8 +178,8 @@ func multiRowBlocks(t quant.Type, n, size int, kern []mvrKernel) MatVecRowsFunc 
 func multiRowF16(kern []mvrKernel) MatVecRowsFunc {
 	one := matVec4[quant.F16]
 	return func(x []float32, xs, rows, k int, w []byte, ws int, out []float32, os int) {
-		checkMatVecRows(x, xs, rows, k, out, os)
-		checkRows(w, ws, 2*k)
+		checkMatVecRows(x, xs, rows, k, 1, out, os)
+		checkWeightRows(w, ws, 2*k)
 		n := k &^ 15
 		most := rowsPerCall(len(kern)+1, k)
 		for m := 0; m < rows; {

@@ -31,6 +31,8 @@ func TestMatVecRowsRefusesShortOperands(t *testing.T) {
 		{"overlapping x rows", x, k - 1, 2, k, ws, 4, w, out},
 		{"short out", x, k, 4, k, ws, 4, w, out[:15]},
 		{"short w", x, k, 2, k, ws, 4, w[:4*ws-1], out},
+		{"overlapping w rows", x, k, 2, k, ws - 1, 4, w, out},
+		{"partial block", x, k, 2, k - 16, ws, 4, w, out},
 	}
 	for _, c := range cases {
 		func() {
