@@ -193,6 +193,7 @@ func useSIMD(t Tier) {
 		useMultiRowAVX512()
 	case AVX2:
 		useAVX2()
+		useMultiRowAVX2()
 	}
 }
 

@@ -89,6 +89,9 @@ func mvrF16x7AVX512(x *float32, xs uintptr, w *byte, ws, nb uintptr, out *float3
 //go:noescape
 func mvrF16x8AVX512(x *float32, xs uintptr, w *byte, ws, nb uintptr, out *float32, os uintptr, tab *float32)
 
+//go:noescape
+func mvrQ8_0x2AVX2(x *float32, xs uintptr, w *byte, ws, nb uintptr, out *float32, os uintptr, tab *float32)
+
 // mvrKernel is the signature the assembly kernels share (the table bases bound by wrappers).
 type mvrKernel func(x *float32, xs uintptr, w *byte, ws, nb uintptr, out *float32, os uintptr, tab *float32)
 
@@ -151,6 +154,12 @@ func rowsPerCall(most, k int) int {
 		return 4
 	}
 	return most
+}
+
+// useMultiRowAVX2 installs the AVX2 multi-row kernel (Q8_0, two activation rows at a time: the
+// tier's sixteen registers hold no more sums; multirow_avx2_amd64.s says why not F16).
+func useMultiRowAVX2() {
+	setMatVecRows(quant.Q8_0, multiRowBlocks(quant.Q8_0, 32, quant.SizeQ8_0, []mvrKernel{mvrQ8_0x2AVX2}))
 }
 
 // multiRowBlocks wraps the kernels for 2, 3, ... activation rows (kern[r-2] takes r) of a type

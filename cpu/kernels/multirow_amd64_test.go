@@ -25,8 +25,9 @@ func TestMatVecRowsEqualsMatVec4(t *testing.T) {
 			if mv == nil {
 				continue
 			}
-			if tier == AVX512 && slices.Contains(fusedAVX512, typ) && !MatVecRowsFused(typ) {
-				t.Fatalf("%v: no fused multi-row kernel in the AVX-512 tier", typ)
+			if (tier == AVX512 && slices.Contains(fusedAVX512, typ) || tier == AVX2 && slices.Contains(fusedAVX2, typ)) &&
+				!MatVecRowsFused(typ) {
+				t.Fatalf("%v: no fused multi-row kernel in the %v tier", typ, tier)
 			}
 			ks := []int{256, 768, 3072}
 			if typ == quant.F16 || typ == quant.BF16 {
@@ -74,8 +75,11 @@ func TestMatVecRowsEqualsMatVec4(t *testing.T) {
 	})
 }
 
-// fusedAVX512 lists the types with a fused multi-row kernel in the AVX-512 tier.
-var fusedAVX512 = []quant.Type{quant.F16, quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q6_K}
+// fusedAVX512 and fusedAVX2 list the types with a fused multi-row kernel in those tiers.
+var (
+	fusedAVX512 = []quant.Type{quant.F16, quant.Q8_0, quant.Q4_0, quant.Q4_K, quant.Q6_K}
+	fusedAVX2   = []quant.Type{quant.Q8_0}
+)
 
 // MatVecRows equals MatVec4 row by row over the whole range of half-precision scales (and F16
 // weights), subnormal to 65504, and with an Inf or NaN scale in a block (where the one-row
