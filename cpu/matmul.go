@@ -55,7 +55,7 @@ func (b *Backend) mulMat(idx int, n *graph.Tensor, ith, nth int) {
 // unless the weight type has a fused multi-row kernel, which forms each weight once for all
 // rows: then up to multiRowMax rows (the decode step of that many sessions, a short prompt)
 // stay fused. Streaming 256 MiB of weights on one thread, the fused kernels beat the tile path
-// through 16 rows (by 10-60%) and meet it at 32 (kernels.BenchmarkStreamRows, cpu/PERF.md);
+// through 16 rows (by 10-40% at 16, 2-3x at 4) and meet it at 32 (kernels.BenchmarkStreamRows, cpu/PERF.md);
 // prompts, in batches of more, keep the tile path.
 const (
 	fusedRows   = 3
