@@ -25,8 +25,8 @@ func (b *Backend) mulMat(idx int, n *graph.Tensor, ith, nth int) {
 		return
 	}
 	K, N := w.Ne[0], w.Ne[1]
-	if mv := kernels.MatVec4(w.Type); mv != nil && (x.NRows() < fusedRows || kernels.FuseAllRows()) && K > 0 {
-		b.mulMatFused(n, ctr, mv, &b.scratch[ith], nth)
+	if mvr := kernels.MatVecRows(w.Type); mvr != nil && useFused(w.Type, x.NRows()) && K > 0 {
+		b.mulMatFused(n, ctr, mvr, &b.scratch[ith], nth)
 		return
 	}
 	deq := kernels.Dequantizer(w.Type)
@@ -51,21 +51,41 @@ func (b *Backend) mulMat(idx int, n *graph.Tensor, ith, nth int) {
 }
 
 // fusedRows: with fewer activation rows than this, weights are dequantized inside the dot
-// products (kernels.MatVec4) instead of into a tile; from it on, the tile's reuse pays.
-const fusedRows = 3
+// products (kernels.MatVecRows) instead of into a tile; from it on, the tile's reuse pays,
+// unless the weight type has a fused multi-row kernel, which forms each weight once for all
+// rows: then up to multiRowMax rows (the decode step of that many sessions, a short prompt)
+// stay fused. Streaming 256 MiB of weights on one thread, the fused kernels beat the tile path
+// through 16 rows (by 10-40% at 16, 2-3x at 4) and meet it at 32 (kernels.BenchmarkStreamRows, cpu/PERF.md);
+// prompts, in batches of more, keep the tile path.
+const (
+	fusedRows   = 3
+	multiRowMax = 16
+)
+
+// useFused reports whether a product of rows activation rows with weights of type t streams
+// the weights through the fused kernels (generation) rather than the tile path (prompts).
+func useFused(t quant.Type, rows int) bool {
+	return rows < fusedRows || kernels.FuseAllRows() || (rows <= multiRowMax && kernels.MatVecRowsFused(t))
+}
 
 // mulMatFused streams the weight rows through the fused dequantize-and-dot kernel: generation's
-// path, bound by memory bandwidth. Results are bit-identical to the tile path. Threads claim
-// fusedClaim(N, nth) rows at a time: a claim is an atomic add on a cache line the threads
-// share, which moves between the cores each time; one per 16 rows cost ~20% of a 124M Q4_K_M
-// token (cpu/PERF.md).
-func (b *Backend) mulMatFused(n *graph.Tensor, ctr *atomic.Int64, mv func([]float32, []byte, int, *[4]float32), s *threadScratch, nth int) {
+// path, bound by memory bandwidth. Results are bit-identical to the tile path. Each group of
+// four weight rows is multiplied with every activation row before the next group, up to
+// kernels.MaxMatVecRows rows per call, so the weights come from memory once per step however
+// many sessions it serves (a second call finds them in L1). Threads claim fusedClaim(N, nth)
+// rows at a time: a claim is an atomic add on a cache line the threads share, which moves
+// between the cores each time; one per 16 rows cost ~20% of a 124M Q4_K_M token
+// (cpu/PERF.md).
+func (b *Backend) mulMatFused(n *graph.Tensor, ctr *atomic.Int64, mvr kernels.MatVecRowsFunc, s *threadScratch, nth int) {
 	w, x := n.Src[0], n.Src[1]
-	row := s.tile[:w.Ne[0]]
+	K := w.Ne[0]
+	row := s.tile[:K]
 	deq := kernels.Dequantizer(w.Type)
 	N, M := w.Ne[1], x.NRows()
 	out := n.F32()
 	ws := w.Nb[1]
+	xr, xs, evenRows := f32Rows(x)
+	evenRows = evenRows && xs >= K
 	claim := fusedClaim(N, nth)
 	for {
 		lo := int(ctr.Add(1)-1) * claim
@@ -74,17 +94,25 @@ func (b *Backend) mulMatFused(n *graph.Tensor, ctr *atomic.Int64, mv func([]floa
 		}
 		hi := min(N, lo+claim)
 		r4 := lo + (hi-lo)&^3
-		for m := 0; m < M; m++ {
-			xm, o := x.F32Row(m), out[m*N:(m+1)*N]
-			for r := lo; r < r4; r += 4 {
-				// The kernel writes the four results in place (reading them back from a
-				// scratch array right after its four scalar stores stalls on store forwarding).
-				mv(xm, w.Buf.Host[w.Off+r*ws:w.Off+r*ws+3*ws+w.RowBytes()], ws, (*[4]float32)(o[r:r+4]))
+		for r := lo; r < r4; r += 4 {
+			wr := w.Buf.Host[w.Off+r*ws : w.Off+r*ws+3*ws+w.RowBytes()]
+			if !evenRows {
+				for m := 0; m < M; m++ {
+					mvr(x.F32Row(m), K, 1, K, wr, ws, out[m*N+r:], N)
+				}
+				continue
 			}
-			for r := r4; r < hi; r++ {
-				// The last rows of an odd-sized matrix: the tile path's single-row dot.
-				deq(row, w.Row(r))
-				o[r] = kernels.Dot(xm, row)
+			for m := 0; m < M; m += kernels.MaxMatVecRows {
+				// The kernel writes the results in place (reading them back from a scratch
+				// array right after its scalar stores stalls on store forwarding).
+				mvr(xr[m*xs:], xs, min(kernels.MaxMatVecRows, M-m), K, wr, ws, out[m*N+r:], N)
+			}
+		}
+		for r := r4; r < hi; r++ {
+			// The last rows of an odd-sized matrix: the tile path's single-row dot.
+			deq(row, w.Row(r))
+			for m := 0; m < M; m++ {
+				out[m*N+r] = kernels.Dot(x.F32Row(m), row)
 			}
 		}
 	}

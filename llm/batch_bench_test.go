@@ -3,6 +3,7 @@ package llm
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,11 +12,14 @@ import (
 // BenchmarkConcurrentDecode measures the aggregate generation speed of 1, 2, 4 and 8 sessions
 // generating at the same time (greedy, each from its own 16-token prompt), batched into one
 // forward pass per step, and the same sessions taking turns (one forward pass per token). An
-// op is one token for every session; tokens/s counts all sessions' tokens.
+// op is one token for every session; tokens/s counts all sessions' tokens. Session i's text
+// must be the same in every run of the same length, batched with any number of others or
+// alone (sessions=1, and the turns, whose steps each compute one session by itself).
 //
 //	go test ./llm -run XXX -bench ConcurrentDecode -benchtime 32x -args -threads 2 -shape 124M
 func BenchmarkConcurrentDecode(b *testing.B) {
 	m := benchModel(b)
+	texts := map[[2]int]string{} // (session, tokens) -> the text the first run gave
 	for _, mode := range []string{"batched", "turns"} {
 		for _, n := range []int{1, 2, 4, 8} {
 			if mode == "turns" && n == 1 {
@@ -50,11 +54,15 @@ func BenchmarkConcurrentDecode(b *testing.B) {
 				cpu0 := procCPUTime()
 				var wg sync.WaitGroup
 				errs := make([]error, n)
+				got := make([]strings.Builder, n)
 				for i, s := range sessions {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						_, errs[i] = s.Generate(context.Background(), "", GenerateOptions{MaxTokens: b.N, IgnoreEOS: true}, func(string) error { return nil })
+						_, errs[i] = s.Generate(context.Background(), "", GenerateOptions{MaxTokens: b.N, IgnoreEOS: true}, func(t string) error {
+							got[i].WriteString(t)
+							return nil
+						})
 					}()
 				}
 				wg.Wait()
@@ -64,6 +72,14 @@ func BenchmarkConcurrentDecode(b *testing.B) {
 				for _, err := range errs {
 					if err != nil {
 						b.Fatal(err)
+					}
+				}
+				for i := range got {
+					key := [2]int{i, b.N}
+					if want, ok := texts[key]; !ok {
+						texts[key] = got[i].String()
+					} else if got[i].String() != want {
+						b.Fatalf("session %d, %d tokens, %s with %d sessions: text %q, earlier run %q", i, b.N, mode, n, got[i].String(), want)
 					}
 				}
 				b.ReportMetric(float64(n*b.N)/elapsed.Seconds(), "tokens/s")

@@ -199,9 +199,11 @@ func useSIMD(t Tier) {
 				}
 			}
 		}
+		useMultiRowAVX512()
 	case AVX2:
 		useAVX2()
 		useAVXVNNI()
+		useMultiRowAVX2()
 	}
 }
 

@@ -100,6 +100,7 @@ func Use(t Tier) error {
 		fuseAll = false
 		useSIMD(t)
 	}
+	fillMatVecRows()
 	active = t
 	return nil
 }

@@ -26,6 +26,7 @@ func useGeneric() {
 	useGenericLlama()
 	useGenericScan()
 	useIntGeneric()
+	clearMatVecRows()
 	for t := range dequant {
 		dequant[t] = nil
 		matVec4[t] = nil

@@ -1,0 +1,208 @@
+//go:build !purego
+
+#include "textflag.h"
+#include "macros_amd64.h"
+
+// AVX2 multi-row kernel for Q8_0: two activation rows (x, xs bytes apart) times four weight
+// rows (w, ws bytes apart), in two passes of two weight rows: sixteen registers hold 2 x 2 rows'
+// 16-lane sums (two registers each: lanes 0-7 and 8-15, as the one-row AVX2 kernels keep them).
+// Each weight is formed once for both activation rows, exactly as matvecQ8_0x4AVX2 forms it,
+// and enters each sum with one FMA in element order: the bits of MatVec4 row by row. Sums of
+// pass row j and activation row i: Y(4j+2i) (lanes 0-7) and Y(4j+2i+1) (8-15). Activation
+// values Y12, Y13; weights Y10, Y11; scales Y14, Y15. (An F16 kernel of the same shape measured
+// no faster than MatVec4 per row: converting a half costs one instruction, so forming it once
+// saves little, and two passes reload the activations.)
+// Registers: SI, R11 the activation rows and BX the offset into them; DI, R8 the pass's weight
+// rows; R12 four weight rows' stride (prefetch distance); CX the block count; DX the table.
+
+// func mvrQ8_0x2AVX2(x *float32, xs uintptr, w *byte, ws, nb uintptr, out *float32, os uintptr, tab *float32)
+TEXT ·mvrQ8_0x2AVX2(SB), NOSPLIT, $0-64
+	MOVQ ws+24(FP), R9
+	LEAQ (R9*4), R12
+	MOVQ tab+56(FP), DX
+	MOVQ x+0(FP), SI
+	MOVQ xs+8(FP), R11
+	ADDQ SI, R11
+	MOVQ w+16(FP), DI
+	LEAQ (DI)(R9*1), R8
+	MOVQ nb+32(FP), CX
+	XORQ BX, BX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	TESTQ CX, CX
+	JZ    q8a2p0done
+
+q8a2p0loop:
+	PREFETCHT0 (DI)(R12*1)
+	PREFETCHT0 (R8)(R12*1)
+	MOVWLZX      (DI), AX
+	VBROADCASTSS (DX)(AX*4), Y14
+	MOVWLZX      (R8), AX
+	VBROADCASTSS (DX)(AX*4), Y15
+	VMOVUPS (SI)(BX*1), Y12
+	VMOVUPS (R11)(BX*1), Y13
+	VPMOVSXBD 2(DI), Y10
+	VCVTDQ2PS Y10, Y10
+	VMULPS    Y14, Y10, Y10
+	VPMOVSXBD 2(R8), Y11
+	VCVTDQ2PS Y11, Y11
+	VMULPS    Y15, Y11, Y11
+	VFMADD231PS Y12, Y10, Y0
+	VFMADD231PS Y13, Y10, Y2
+	VFMADD231PS Y12, Y11, Y4
+	VFMADD231PS Y13, Y11, Y6
+	VMOVUPS 32(SI)(BX*1), Y12
+	VMOVUPS 32(R11)(BX*1), Y13
+	VPMOVSXBD 10(DI), Y10
+	VCVTDQ2PS Y10, Y10
+	VMULPS    Y14, Y10, Y10
+	VPMOVSXBD 10(R8), Y11
+	VCVTDQ2PS Y11, Y11
+	VMULPS    Y15, Y11, Y11
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y13, Y10, Y3
+	VFMADD231PS Y12, Y11, Y5
+	VFMADD231PS Y13, Y11, Y7
+	VMOVUPS 64(SI)(BX*1), Y12
+	VMOVUPS 64(R11)(BX*1), Y13
+	VPMOVSXBD 18(DI), Y10
+	VCVTDQ2PS Y10, Y10
+	VMULPS    Y14, Y10, Y10
+	VPMOVSXBD 18(R8), Y11
+	VCVTDQ2PS Y11, Y11
+	VMULPS    Y15, Y11, Y11
+	VFMADD231PS Y12, Y10, Y0
+	VFMADD231PS Y13, Y10, Y2
+	VFMADD231PS Y12, Y11, Y4
+	VFMADD231PS Y13, Y11, Y6
+	VMOVUPS 96(SI)(BX*1), Y12
+	VMOVUPS 96(R11)(BX*1), Y13
+	VPMOVSXBD 26(DI), Y10
+	VCVTDQ2PS Y10, Y10
+	VMULPS    Y14, Y10, Y10
+	VPMOVSXBD 26(R8), Y11
+	VCVTDQ2PS Y11, Y11
+	VMULPS    Y15, Y11, Y11
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y13, Y10, Y3
+	VFMADD231PS Y12, Y11, Y5
+	VFMADD231PS Y13, Y11, Y7
+	ADDQ  $128, BX
+	ADDQ  $34, DI
+	ADDQ  $34, R8
+	DECQ  CX
+	JNZ   q8a2p0loop
+
+q8a2p0done:
+	MOVQ out+40(FP), DI
+	MOVQ os+48(FP), AX
+	REDUCE8x2(Y0, X0, Y1, X8)
+	VMOVSS X0, (DI)
+	REDUCE8x2(Y4, X4, Y5, X8)
+	VMOVSS X4, 4(DI)
+	ADDQ  AX, DI
+	REDUCE8x2(Y2, X2, Y3, X8)
+	VMOVSS X2, (DI)
+	REDUCE8x2(Y6, X6, Y7, X8)
+	VMOVSS X6, 4(DI)
+	MOVQ x+0(FP), SI
+	MOVQ xs+8(FP), R11
+	ADDQ SI, R11
+	MOVQ w+16(FP), DI
+	LEAQ (DI)(R9*2), DI
+	LEAQ (DI)(R9*1), R8
+	MOVQ nb+32(FP), CX
+	XORQ BX, BX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	TESTQ CX, CX
+	JZ    q8a2p1done
+
+q8a2p1loop:
+	PREFETCHT0 (DI)(R12*1)
+	PREFETCHT0 (R8)(R12*1)
+	MOVWLZX      (DI), AX
+	VBROADCASTSS (DX)(AX*4), Y14
+	MOVWLZX      (R8), AX
+	VBROADCASTSS (DX)(AX*4), Y15
+	VMOVUPS (SI)(BX*1), Y12
+	VMOVUPS (R11)(BX*1), Y13
+	VPMOVSXBD 2(DI), Y10
+	VCVTDQ2PS Y10, Y10
+	VMULPS    Y14, Y10, Y10
+	VPMOVSXBD 2(R8), Y11
+	VCVTDQ2PS Y11, Y11
+	VMULPS    Y15, Y11, Y11
+	VFMADD231PS Y12, Y10, Y0
+	VFMADD231PS Y13, Y10, Y2
+	VFMADD231PS Y12, Y11, Y4
+	VFMADD231PS Y13, Y11, Y6
+	VMOVUPS 32(SI)(BX*1), Y12
+	VMOVUPS 32(R11)(BX*1), Y13
+	VPMOVSXBD 10(DI), Y10
+	VCVTDQ2PS Y10, Y10
+	VMULPS    Y14, Y10, Y10
+	VPMOVSXBD 10(R8), Y11
+	VCVTDQ2PS Y11, Y11
+	VMULPS    Y15, Y11, Y11
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y13, Y10, Y3
+	VFMADD231PS Y12, Y11, Y5
+	VFMADD231PS Y13, Y11, Y7
+	VMOVUPS 64(SI)(BX*1), Y12
+	VMOVUPS 64(R11)(BX*1), Y13
+	VPMOVSXBD 18(DI), Y10
+	VCVTDQ2PS Y10, Y10
+	VMULPS    Y14, Y10, Y10
+	VPMOVSXBD 18(R8), Y11
+	VCVTDQ2PS Y11, Y11
+	VMULPS    Y15, Y11, Y11
+	VFMADD231PS Y12, Y10, Y0
+	VFMADD231PS Y13, Y10, Y2
+	VFMADD231PS Y12, Y11, Y4
+	VFMADD231PS Y13, Y11, Y6
+	VMOVUPS 96(SI)(BX*1), Y12
+	VMOVUPS 96(R11)(BX*1), Y13
+	VPMOVSXBD 26(DI), Y10
+	VCVTDQ2PS Y10, Y10
+	VMULPS    Y14, Y10, Y10
+	VPMOVSXBD 26(R8), Y11
+	VCVTDQ2PS Y11, Y11
+	VMULPS    Y15, Y11, Y11
+	VFMADD231PS Y12, Y10, Y1
+	VFMADD231PS Y13, Y10, Y3
+	VFMADD231PS Y12, Y11, Y5
+	VFMADD231PS Y13, Y11, Y7
+	ADDQ  $128, BX
+	ADDQ  $34, DI
+	ADDQ  $34, R8
+	DECQ  CX
+	JNZ   q8a2p1loop
+
+q8a2p1done:
+	MOVQ out+40(FP), DI
+	MOVQ os+48(FP), AX
+	ADDQ  $8, DI
+	REDUCE8x2(Y0, X0, Y1, X8)
+	VMOVSS X0, (DI)
+	REDUCE8x2(Y4, X4, Y5, X8)
+	VMOVSS X4, 4(DI)
+	ADDQ  AX, DI
+	REDUCE8x2(Y2, X2, Y3, X8)
+	VMOVSS X2, (DI)
+	REDUCE8x2(Y6, X6, Y7, X8)
+	VMOVSS X6, 4(DI)
+	VZEROUPPER
+	RET
