@@ -14,7 +14,7 @@ import (
 // minimized directly by the default weighting, so it is asserted per row in aggregate, where it
 // holds by a wide margin.
 
-var searchTypes = []Type{Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS}
+var searchTypes = []Type{Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, Q2_K, Q3_K}
 
 // heavyRow has heavy tails like real weight matrices: a Gaussian with a log-normal scale and a
 // rare large outlier.
