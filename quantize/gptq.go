@@ -151,23 +151,32 @@ func inverseCholeskyUpper(a []float64, n int) ([]float64, bool) {
 // gptqRow quantizes the row x (modified: it holds the compensated values afterwards) into dst
 // with the format's search, block by block, pushing each column's error onto the later
 // columns through u (gptqFactor). imp weights each block's search (the columns' mean
-// squares); y is scratch of one block's length.
-func gptqRow(to *quant.Format, dst []byte, x []float32, u []float64, imp []float32, s quant.Search, y []float32) error {
+// squares). Where the type's grid is known (quant.Grid: every type but the IQ4 ones), each
+// column of a block is rounded to the block's grid in turn, after the errors of the columns
+// before it were pushed onto it; otherwise the block's values stay as the search chose them.
+// sc is scratch.
+func gptqRow(to *quant.Format, dst []byte, x []float32, u []float64, imp []float32, s quant.Search, sc *gptqScratch) error {
 	n := len(x)
 	// Each call of the search gets one block (a K-quant's is a super-block of 256 values, the
 	// unit its scales are chosen for).
 	bs, size := to.Type.BlockSize(), to.Type.TypeSize()
-	y = y[:bs]
+	y, levels, g := sc.y[:bs], sc.levels[:bs], &sc.grid
 	for b0, o := 0, 0; b0 < n; b0, o = b0+bs, o+size {
-		xb := x[b0 : b0+bs]
 		db := dst[o : o+size]
-		if err := to.QuantizeSearch(db, xb, imp[b0:b0+bs], s); err != nil {
+		if err := to.QuantizeSearch(db, x[b0:b0+bs], imp[b0:b0+bs], s); err != nil {
 			return err
 		}
-		to.Dequantize(y, db)
+		regrid := g.Load(to.Type, db)
+		if !regrid {
+			to.Dequantize(y, db)
+		}
 		for j := b0; j < b0+bs; j++ {
+			q := y[j-b0]
+			if regrid {
+				levels[j-b0], q = g.Round(j-b0, x[j])
+			}
 			ur := u[j*n : (j+1)*n]
-			e := (float64(x[j]) - float64(y[j-b0])) / ur[j]
+			e := (float64(x[j]) - float64(q)) / ur[j]
 			if e == 0 {
 				continue
 			}
@@ -176,6 +185,16 @@ func gptqRow(to *quant.Format, dst []byte, x []float32, u []float64, imp []float
 				rest[k] -= float32(e * c)
 			}
 		}
+		if regrid {
+			g.Store(db, levels)
+		}
 	}
 	return nil
+}
+
+// gptqScratch is one goroutine's scratch space for gptqRow.
+type gptqScratch struct {
+	y      [maxBlock]float32
+	levels [maxBlock]int32
+	grid   quant.Grid
 }

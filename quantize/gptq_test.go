@@ -128,7 +128,7 @@ func TestGPTQLowersOutputError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, ty := range []quant.Type{quant.Q4_0, quant.Q4_K, quant.Q3_K} {
+	for _, ty := range []quant.Type{quant.Q4_0, quant.Q4_K, quant.Q3_K, quant.IQ4_NL} {
 		f, _ := quant.FormatOf(ty)
 		rs, _ := ty.RowSize(n)
 		var ePlain, eGPTQ float64
@@ -145,7 +145,7 @@ func TestGPTQLowersOutputError(t *testing.T) {
 			f.Dequantize(y, q)
 			ePlain += outputError(xs, w, y)
 			x := append([]float32(nil), w...)
-			if err := gptqRow(f, q, x, u, diag, quant.SearchGrid, make([]float32, maxBlock)); err != nil {
+			if err := gptqRow(f, q, x, u, diag, quant.SearchGrid, &gptqScratch{}); err != nil {
 				t.Fatal(err)
 			}
 			f.Dequantize(y, q)

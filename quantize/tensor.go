@@ -54,7 +54,7 @@ func (q *quantizer) tensor(i int, p TensorPlan) ([]byte, error) {
 	if q.opts.Reference {
 		search = nil
 	}
-	ys := make([]float32, q.threads*maxBlock)
+	scratch := make([]gptqScratch, q.threads)
 	var u []float64 // GPTQ's factor, when the tensor has second moments
 	if mo := q.opts.Moments[ti.Name]; mo != nil && search != nil {
 		if len(ti.Dims) > 2 {
@@ -77,7 +77,7 @@ func (q *quantizer) tensor(i int, p TensorPlan) ([]byte, error) {
 				var err error
 				switch {
 				case u != nil:
-					err = gptqRow(to, dst, buf, u, imp, q.opts.Search, ys[t*maxBlock:(t+1)*maxBlock])
+					err = gptqRow(to, dst, buf, u, imp, q.opts.Search, &scratch[t])
 				case search != nil:
 					err = search(dst, buf, expertImportance(imp, r/rowsPerExpert, rowLen), q.opts.Search)
 				default:
