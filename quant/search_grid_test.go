@@ -456,7 +456,7 @@ var pinnedGrid = map[Type]string{
 	IQ4_NL: "1d0c12a3f92e443b", IQ4_XS: "9164f3344afaded4",
 	// Q2_K and Q3_K: pinned when their search was added (search_lowk.go; the same bytes for
 	// both searches).
-	Q2_K: "213026b0a3beabac", Q3_K: "743aa1d984d1a3f7",
+	Q2_K: "213026b0a3beabac", Q3_K: "6e18720f0799214d",
 }
 
 func TestSearchGridPinned(t *testing.T) { testPinned(t, SearchGrid, pinnedGrid) }
