@@ -3,9 +3,12 @@ package quantize
 import (
 	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/gorun-dev/gorun/gguf"
+	"github.com/gorun-dev/gorun/internal/fixtures"
 	"github.com/gorun-dev/gorun/quant"
 )
 
@@ -176,4 +179,67 @@ func TestGPTQBadMoments(t *testing.T) {
 			t.Errorf("%+v: error %v, want one containing %q", c.m, err, c.want)
 		}
 	}
+}
+
+// File takes second moments per tensor: ones for a tensor the model lacks, or of another size,
+// are refused before any work; with fitting ones the tensor's output error on the inputs they
+// came from is lower than without (the rest of the file is unchanged).
+func TestQuantizeWithMoments(t *testing.T) {
+	src := fixtures.Path(t, "gpt2-tiny-f16.gguf")
+	dir := t.TempDir()
+	const name = "blk.0.ffn_up.weight" // 256 columns
+	xs := correlatedInputs(rand.New(rand.NewPCG(7, 8)), 600, 256)
+	good := momentsOf(xs)
+	for what, mom := range map[string]map[string]*Moments{
+		"wrong name": {"blk.99.ffn_up.weight": good},
+		"wrong size": {name: momentsOf(correlatedInputs(rand.New(rand.NewPCG(1, 1)), 10, 100))},
+	} {
+		_, err := File(src, filepath.Join(dir, "x.gguf"), Options{FileType: FileQ4_0, Threads: 2, Moments: mom})
+		if err == nil || !strings.Contains(err.Error(), "second moments") {
+			t.Errorf("%s: %v", what, err)
+		}
+	}
+	plain, gptq := filepath.Join(dir, "plain.gguf"), filepath.Join(dir, "gptq.gguf")
+	for _, c := range []struct {
+		out string
+		mom map[string]*Moments
+	}{{plain, nil}, {gptq, map[string]*Moments{name: good}}} {
+		if _, err := File(src, c.out, Options{FileType: FileQ4_0, Threads: 2, Pure: true, Moments: c.mom}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := tensorF32(t, src, name)
+	var errs [2]float64
+	for i, out := range []string{plain, gptq} {
+		q := tensorF32(t, out, name)
+		rows := len(w) / 256
+		for r := 0; r < rows; r++ {
+			errs[i] += outputError(xs, w[r*256:(r+1)*256], q[r*256:(r+1)*256])
+		}
+	}
+	t.Logf("%s: output error with moments / without = %.3f", name, errs[1]/errs[0])
+	if errs[1] > 0.8*errs[0] {
+		t.Errorf("output error with moments %.4g, without %.4g: not 20%% lower", errs[1], errs[0])
+	}
+}
+
+// tensorF32 reads a tensor of a GGUF file, dequantized.
+func tensorF32(t *testing.T, path, name string) []float32 {
+	t.Helper()
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ti := f.Tensor(name)
+	if ti == nil {
+		t.Fatalf("%s: no %s", path, name)
+	}
+	fm, err := quant.FormatOf(ti.Type)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	y := make([]float32, ti.Elements())
+	fm.Dequantize(y, f.Data(ti))
+	return y
 }
