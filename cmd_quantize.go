@@ -37,7 +37,8 @@ blocks fall back (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K, Q3_K and IQ4_X
 else F16), and the tool says so.
 gorun's quantizers choose scales and rounding to minimize each block's error, weighted by an
 importance matrix with --imatrix FILE (llama-imatrix's format; gorun imatrix writes it) or
---calib TEXT (computed in memory on the text); the files keep ggml's exact formats, so llama.cpp loads them.
+--calib TEXT (computed in memory on the text); --calib TEXT --gptq also compensates each block's
+error on the row's later columns (GPTQ, through the second moments of the calibration inputs); the files keep ggml's exact formats, so llama.cpp loads them.
 --reference gives llama.cpp's own bytes instead.
 --search picks how thoroughly gorun's quantizers search: grid (the default; alias fast) tries a
 grid of candidate scales per block: within 2x of llama-quantize's time, never worse than
@@ -52,6 +53,7 @@ func cmdQuantize(args []string, stdout, stderr io.Writer) error {
 	reference := fs.Bool("reference", false, "use the reference quantizers (llama.cpp's bytes) instead of gorun's error-minimizing ones")
 	calib := fs.String("calib", "", "calibration text `FILE`: compute an importance matrix on it in memory (as gorun imatrix --process-output) and use it")
 	imatrix := fs.String("imatrix", "", "importance matrix `FILE` (llama-imatrix's imatrix.dat, or gorun imatrix's): weight each block's error by it")
+	gptq := fs.Bool("gptq", false, "with --calib: GPTQ-style error compensation: each block's error is pushed onto the row's later columns through the calibration inputs' second moments (slower; see quant/QUALITY.md)")
 	calibCtx := fs.Int("calib-c", 0, "chunk length of the calibration run (default: 512, or the model's context if shorter)")
 	requant := fs.Bool("allow-requantize", false, "allow quantizing tensors that are already quantized")
 	outputType := fs.String("output-tensor-type", "", "ggml `type` of output.weight (and of a token embedding that is also the output matrix), as llama-quantize's")
@@ -76,6 +78,9 @@ func cmdQuantize(args []string, stdout, stderr io.Writer) error {
 	}
 	if *calib != "" && *imatrix != "" {
 		return usageError(fs, stderr, "--calib and --imatrix contradict each other: --calib computes the importance matrix --imatrix reads")
+	}
+	if *gptq && *calib == "" {
+		return usageError(fs, stderr, "--gptq needs --calib TEXT: it uses the second moments of the inputs, which importance matrix files do not hold")
 	}
 	srch, err := quant.ParseSearch(*search)
 	if err != nil {
@@ -105,6 +110,8 @@ func cmdQuantize(args []string, stdout, stderr io.Writer) error {
 	switch {
 	case *imatrix != "":
 		opts.Importance, err = readIMatrix(*imatrix, stderr)
+	case *calib != "" && *gptq:
+		opts.Importance, opts.Moments, err = calibrateGPTQ(in, *calib, *threads, *calibCtx, stderr)
 	case *calib != "":
 		opts.Importance, err = calibrate(in, *calib, *threads, *calibCtx, stderr)
 	}

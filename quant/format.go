@@ -78,6 +78,10 @@ func ScalesFinite(t Type, row []byte) (finite, known bool) {
 		offs = []int{0, 2}
 	case Q6_K:
 		offs = []int{208}
+	case Q2_K:
+		offs = []int{80, 82}
+	case Q3_K:
+		offs = []int{108}
 	default:
 		return false, false
 	}

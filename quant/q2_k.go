@@ -7,7 +7,7 @@ package quant
 // (128c+32j+l)/16 = 8c+2j+l/16.
 
 func init() {
-	register(&Format{Type: Q2_K, Dequantize: dequantQ2_K, Quantize: quantQ2_K, DotF32: dotQ2_K,
+	register(&Format{Type: Q2_K, Dequantize: dequantQ2_K, Quantize: quantQ2_K, QuantizeSearch: searchQ2_K, DotF32: dotQ2_K,
 		VecDotType: Q8_K, VecDot: vecDotQ2_K})
 }
 

@@ -8,7 +8,7 @@ package quant
 // low nibble) or scales[k-8] (high nibble), its top 2 bits in bits 2(k/4) of scales[8+k%4].
 
 func init() {
-	register(&Format{Type: Q3_K, Dequantize: dequantQ3_K, Quantize: quantQ3_K, DotF32: dotQ3_K,
+	register(&Format{Type: Q3_K, Dequantize: dequantQ3_K, Quantize: quantQ3_K, QuantizeSearch: searchQ3_K, DotF32: dotQ3_K,
 		VecDotType: Q8_K, VecDot: vecDotQ3_K})
 }
 

@@ -700,6 +700,12 @@ func keepBest(t Type, b, ref []byte, x, w, scratch []float32) {
 	case Q6_K:
 		dequantQ6_K(yb, b)
 		dequantQ6_K(yr, ref)
+	case Q2_K:
+		dequantQ2_K(yb, b)
+		dequantQ2_K(yr, ref)
+	case Q3_K:
+		dequantQ3_K(yb, b)
+		dequantQ3_K(yr, ref)
 	case IQ4_NL:
 		dequantIQ4_NL(yb, b)
 		dequantIQ4_NL(yr, ref)

@@ -294,8 +294,8 @@ func TestScalesFinite(t *testing.T) {
 			}
 		}
 	}
-	if _, known := ScalesFinite(Q2_K, nil); known {
-		t.Error("ScalesFinite claims Q2_K")
+	if _, known := ScalesFinite(Q8_K, nil); known {
+		t.Error("ScalesFinite claims Q8_K")
 	}
 }
 
@@ -454,6 +454,9 @@ var pinnedGrid = map[Type]string{
 	Q4_0: "e11619b614dc49e9", Q4_1: "c4f199e3fafdb403", Q5_0: "041f529ed51de162", Q5_1: "885f1c9d18c3f8dd",
 	Q8_0: "266959727326112e", Q4_K: "599fe25abebf9449", Q5_K: "42f3b08a70411cc0", Q6_K: "7e1cf4d11a2b8b38",
 	IQ4_NL: "1d0c12a3f92e443b", IQ4_XS: "9164f3344afaded4",
+	// Q2_K and Q3_K: pinned when their search was added (search_lowk.go; the same bytes for
+	// both searches).
+	Q2_K: "213026b0a3beabac", Q3_K: "6e18720f0799214d",
 }
 
 func TestSearchGridPinned(t *testing.T) { testPinned(t, SearchGrid, pinnedGrid) }

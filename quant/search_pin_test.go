@@ -92,6 +92,7 @@ var pinnedFull = map[Type]string{
 	Q8_0: "7c04259d97811c79", Q4_K: "dcd1786e03598277", Q5_K: "eaa901d06a73be3d", Q6_K: "c42067d95ac27dc2",
 	// IQ4_NL and IQ4_XS: pinned when they were added (search_iq4.go).
 	IQ4_NL: "ae94b78001900de3", IQ4_XS: "b1e4c601adb5e9df",
+	Q2_K: "213026b0a3beabac", Q3_K: "6e18720f0799214d", // search_lowk.go: one search for both
 }
 
 // searchHash is the hash of the rows quantized to ty with the search s.

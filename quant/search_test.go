@@ -14,7 +14,7 @@ import (
 // minimized directly by the default weighting, so it is asserted per row in aggregate, where it
 // holds by a wide margin.
 
-var searchTypes = []Type{Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS}
+var searchTypes = []Type{Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, Q2_K, Q3_K}
 
 // heavyRow has heavy tails like real weight matrices: a Gaussian with a log-normal scale and a
 // rare large outlier.
@@ -47,7 +47,10 @@ func importanceRow(r *rand.Rand, n int) []float32 {
 }
 
 // weightsOf returns the per-element weights QuantizeSearch uses for the row x.
-func weightsOf(x, imp []float32) []float32 {
+func weightsOf(x, imp []float32) []float32 { return weightsFor(Q4_K, x, imp) }
+
+// weightsFor is weightsOf with the type's own weighting (lowKWeights: Q3_K's differs).
+func weightsFor(ty Type, x, imp []float32) []float32 {
 	sigma2, impMean := rowStats(x, imp)
 	if impMean <= 0 {
 		imp = nil
@@ -58,7 +61,7 @@ func weightsOf(x, imp []float32) []float32 {
 		bs = 256 // any split gives the same weights: they are per element
 	}
 	for i := 0; i < len(x); i += bs {
-		blockWeights(w[i:i+bs], x[i:i+bs], sub(imp, i, bs), sigma2, impMean)
+		lowKWeights(ty, w[i:i+bs], x[i:i+bs], sub(imp, i, bs), sigma2, impMean)
 	}
 	return w
 }
@@ -85,7 +88,7 @@ func compareRow(t *testing.T, ty Type, x, imp []float32, s Search) rowResult {
 	yo, yr := make([]float32, len(x)), make([]float32, len(x))
 	f.Dequantize(yo, ours)
 	f.Dequantize(yr, ref)
-	w := weightsOf(x, imp)
+	w := weightsFor(ty, x, imp)
 	ones := make([]float32, len(x))
 	for i := range ones {
 		ones[i] = 1

@@ -254,3 +254,18 @@ func checkImportance(f *gguf.File, imp map[string][]float32) error {
 	}
 	return nil
 }
+
+// checkMoments rejects second moments for a tensor the model lacks or whose size does not fit
+// the tensor's rows.
+func checkMoments(f *gguf.File, mom map[string]*Moments) error {
+	for name, m := range mom {
+		ti := f.Tensor(name)
+		if ti == nil {
+			return fmt.Errorf("second moments for %s, which the model does not have", name)
+		}
+		if m == nil || int64(m.Cols) != ti.Dims[0] || len(m.Sum) != m.Cols*m.Cols {
+			return fmt.Errorf("second moments for %s do not fit its %d columns", name, ti.Dims[0])
+		}
+	}
+	return nil
+}

@@ -52,6 +52,11 @@ type Options struct {
 	// one weight per column of each expert, one after the other, or one set for all. An entry
 	// for a tensor the model lacks, or of the wrong size, is an error.
 	Importance map[string][]float32
+	// Moments, per tensor name, are the second moments of the calibration inputs of a matrix
+	// (Moments.Sum = sum x x^T); a matrix that has them is quantized with GPTQ-style error
+	// compensation (gptq.go), its blocks' search weighted by the moments' diagonal instead of
+	// Importance. Ignored with Reference.
+	Moments map[string]*Moments
 	// Progress is called after each tensor.
 	Progress func(done, total int64, t TensorReport)
 }
@@ -102,6 +107,9 @@ func File(in, out string, opts Options) (Report, error) {
 	}
 	defer f.Close()
 	if err := checkImportance(f, opts.Importance); err != nil {
+		return rep, fmt.Errorf("%s: %w", in, err)
+	}
+	if err := checkMoments(f, opts.Moments); err != nil {
 		return rep, fmt.Errorf("%s: %w", in, err)
 	}
 	w, order, plans, err := planQuantization(f, opts)

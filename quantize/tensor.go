@@ -54,6 +54,16 @@ func (q *quantizer) tensor(i int, p TensorPlan) ([]byte, error) {
 	if q.opts.Reference {
 		search = nil
 	}
+	scratch := make([]gptqScratch, q.threads)
+	var u []float64 // GPTQ's factor, when the tensor has second moments
+	if mo := q.opts.Moments[ti.Name]; mo != nil && search != nil {
+		if len(ti.Dims) > 2 {
+			return nil, fmt.Errorf("second moments for a %d-D tensor: GPTQ takes matrices", len(ti.Dims))
+		}
+		if u, imp, err = gptqFactor(mo); err != nil {
+			return nil, err
+		}
+	}
 	var wg sync.WaitGroup
 	errs := make([]error, q.threads)
 	for t := 0; t < q.threads; t++ {
@@ -65,9 +75,12 @@ func (q *quantizer) tensor(i int, p TensorPlan) ([]byte, error) {
 				from.Dequantize(buf, src[r*int(rowIn):(r+1)*int(rowIn)])
 				dst := q.out[r*int(rowOut) : (r+1)*int(rowOut)]
 				var err error
-				if search != nil {
+				switch {
+				case u != nil:
+					err = gptqRow(to, dst, buf, u, imp, q.opts.Search, &scratch[t])
+				case search != nil:
 					err = search(dst, buf, expertImportance(imp, r/rowsPerExpert, rowLen), q.opts.Search)
-				} else {
+				default:
 					err = to.Quantize(dst, buf)
 				}
 				if err == nil {
@@ -86,6 +99,9 @@ func (q *quantizer) tensor(i int, p TensorPlan) ([]byte, error) {
 	}
 	return q.out, nil
 }
+
+// maxBlock is the largest block of values a quantized type has (the K-quants' super-block).
+const maxBlock = quant.QK_K
 
 // expertImportance is expert e's columns of a tensor's importance (all of it when it holds
 // one set).
