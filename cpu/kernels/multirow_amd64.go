@@ -2,6 +2,9 @@
 
 package kernels
 
+//go:generate python3 gen/multirow.py
+//go:generate python3 gen/multirow_avx2.py
+
 import "github.com/gorun-dev/gorun/quant"
 
 // The multi-row kernels of multirow_amd64.s: R = 2..8 activation rows (Q4_K, Q6_K: 2..4) times
