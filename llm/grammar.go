@@ -5,7 +5,6 @@ import (
 	"math"
 	"math/bits"
 
-	"github.com/gorun-dev/gorun/cpu/kernels"
 	"github.com/gorun-dev/gorun/grammar"
 )
 
@@ -209,19 +208,8 @@ func topKOfAllowed(c []candidate, idx []int32, logits []float32, k int, set []ui
 	}
 	n := len(logits)
 	if n >= 4096 && k*16 <= allowed {
-		t := sampledThreshold(logits, k, allowed)
-		room := idx[:min(n, 16*k+4096)]
-		if cnt := kernels.IndexAtLeast(logits, t, room); cnt <= len(room) {
-			w := 0
-			for _, i := range room[:cnt] {
-				if in(int(i)) {
-					c[w] = candidate{id: i, logit: logits[i]}
-					w++
-				}
-			}
-			if w >= k {
-				return topK(c[:w], k)
-			}
+		if w := aboveThreshold(c, idx, logits, k, allowed, set); w >= k {
+			return topK(c[:w], k)
 		}
 	}
 	w := 0

@@ -478,12 +478,7 @@ func sortDesc(c []candidate) {
 func topKOf(c []candidate, idx []int32, logits []float32, k int) []candidate {
 	n := len(logits)
 	if n >= 4096 && k*16 <= n {
-		t := sampledThreshold(logits, k, n)
-		room := idx[:min(n, 16*k+4096)]
-		if w := kernels.IndexAtLeast(logits, t, room); w >= k && w <= len(room) {
-			for j, i := range room[:w] {
-				c[j] = candidate{id: i, logit: logits[i]}
-			}
+		if w := aboveThreshold(c, idx, logits, k, n, nil); w >= k {
 			return topK(c[:w], k)
 		}
 	}
@@ -492,6 +487,25 @@ func topKOf(c []candidate, idx []int32, logits []float32, k int) []candidate {
 		c[i] = candidate{id: int32(i), logit: l}
 	}
 	return topK(c, k)
+}
+
+// aboveThreshold makes candidates, in c in id order, of the tokens whose logit reaches
+// sampledThreshold(logits, k, of) and that set allows (nil: every token), and returns how many;
+// 0 when more reach it than idx's share of room holds (the caller falls back to every token).
+func aboveThreshold(c []candidate, idx []int32, logits []float32, k, of int, set []uint64) int {
+	room := idx[:min(len(logits), 16*k+4096)]
+	cnt := kernels.IndexAtLeast(logits, sampledThreshold(logits, k, of), room)
+	if cnt > len(room) {
+		return 0
+	}
+	w := 0
+	for _, i := range room[:cnt] {
+		if set == nil || set[i>>6]&(1<<(i&63)) != 0 {
+			c[w] = candidate{id: i, logit: logits[i]}
+			w++
+		}
+	}
+	return w
 }
 
 // sampledThreshold returns a logit value about 4k+20 of the wanted tokens are expected to
