@@ -192,7 +192,9 @@ func benchModel(path string, ths, pps, tgs []int, reps, ngl int, cacheType quant
 		if ngl < 0 {
 			return fmt.Errorf("-ngl %d: the layer count must be >= 0", ngl)
 		}
-		m, err := loadOnDevice(path, llm.Options{Threads: th, GPULayers: ngl, BatchSize: benchBatch, CacheType: cacheType, QuantizedActivations: qact}, stderr)
+		m, err := loadOnDevice(path, llm.Options{Threads: th, GPULayers: ngl, BatchSize: benchBatch, CacheType: cacheType, QuantizedActivations: qact,
+			// every repetition evaluates the same tokens: a prefix cache would skip the work measured
+			NoPrefixCache: true}, stderr)
 		if err != nil {
 			return err
 		}
