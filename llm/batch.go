@@ -55,6 +55,9 @@ type rowsGraph struct {
 	arena   *graph.Buffer
 	step    models.Step
 	members []*Session
+	// rows are the caches the graph's rows are bound to now: kept here, not read back from
+	// members, whose caches go when they are closed (a closed member's row is rebound all the same).
+	rows []*kvcache.Cache
 }
 
 // stepRequest is a session's place in the batcher's queue.
@@ -353,6 +356,9 @@ func (b *batcher) newRowsGraph(m *Model, batch []*Session) (*rowsGraph, error) {
 		return nil, err
 	}
 	rg.g, rg.step = g, step
+	for _, s := range batch {
+		rg.rows = append(rg.rows, s.cache)
+	}
 	return rg, nil
 }
 
@@ -363,7 +369,7 @@ func (b *batcher) newRowsGraph(m *Model, batch []*Session) (*rowsGraph, error) {
 func (rg *rowsGraph) rebind(batch []*Session) {
 	same := true
 	for i := range batch {
-		same = same && rg.members[i] == batch[i]
+		same = same && rg.rows[i] == batch[i].cache
 	}
 	if same || rg.step.Tables != nil { // a paged graph's rows follow the tables written per step
 		copy(rg.members, batch)
@@ -371,10 +377,11 @@ func (rg *rowsGraph) rebind(batch []*Session) {
 	}
 	swap := make([]map[*graph.Tensor]*graph.Tensor, len(batch))
 	for i, s := range batch {
-		old := rg.members[i].cache
+		old := rg.rows[i]
 		if old == s.cache {
 			continue
 		}
+		rg.rows[i] = s.cache
 		swap[i] = make(map[*graph.Tensor]*graph.Tensor, 2*len(old.K))
 		for l := range old.K {
 			swap[i][old.K[l]] = s.cache.K[l]

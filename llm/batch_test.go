@@ -415,3 +415,64 @@ func TestBatchedStepGPU(t *testing.T) {
 		t.Errorf("noRows %v, %d graphs built for batches of 12, 3, 3, 10, 10 (want 3)", m.batch.noRows, m.batch.builds)
 	}
 }
+
+// A batch graph is reused for later batches of the same size after one of its sessions was
+// closed (its cache released): the rows are rebound from the caches the graph holds, not from
+// the closed session (which once panicked with whole-context caches, as on the GPU), and the new
+// member's logits are its solo ones.
+func TestBatchReusedAfterMemberClosed(t *testing.T) {
+	be := cpu.New(2)
+	defer be.Close()
+	m := presetModel(t, "llama-tiny", nil, Options{Backend: noPagedBackend{be}})
+	defer m.Close()
+	open := func(i int) (*Session, []float32) {
+		s, err := m.NewSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := []int32{int32(3 + i), int32(40 + 2*i)}
+		if _, err := s.Eval(p); err != nil {
+			t.Fatal(err)
+		}
+		l, err := s.Eval([]int32{int32(5 * i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := append([]float32(nil), l...)
+		if err := s.Rewind(len(p)); err != nil {
+			t.Fatal(err)
+		}
+		s.tokens = append(s.tokens, int32(5*i))
+		s.npast = len(s.tokens) - 1
+		return s, want
+	}
+	step := func(batch []*Session, want [][]float32) {
+		t.Helper()
+		if err := m.batch.run(m, append([]*Session(nil), batch...)); err != nil {
+			t.Fatal(err)
+		}
+		for i, s := range batch {
+			if k := sameBits(s.logits, want[i]); k >= 0 {
+				t.Fatalf("session %d logit %d: batched %v, alone %v", i, k, s.logits[k], want[i][k])
+			}
+		}
+	}
+	s0, w0 := open(0)
+	s1, w1 := open(1)
+	s2, w2 := open(2)
+	step([]*Session{s0, s1, s2}, [][]float32{w0, w1, w2})
+	s1.Close()
+	s3, w3 := open(3)
+	for _, s := range []*Session{s0, s2} { // step the same token again
+		last := s.tokens[len(s.tokens)-1]
+		if err := s.Rewind(len(s.tokens) - 1); err != nil {
+			t.Fatal(err)
+		}
+		s.tokens = append(s.tokens, last)
+		s.npast = len(s.tokens) - 1
+	}
+	step([]*Session{s0, s3, s2}, [][]float32{w0, w3, w2})
+	if m.batch.builds != 1 {
+		t.Errorf("%d batch graphs built, want 1 (the second batch reuses the first's)", m.batch.builds)
+	}
+}
