@@ -98,6 +98,14 @@ type Backend struct {
 	mvsRows int
 	// mvsp pipelines the long one-row products (GORUN_CUDA_MVSP=0 turns it off).
 	mvsp bool
+	// mvqWarps is the warps per multiprocessor the mvq mat-vec aims for (GORUN_CUDA_MVQ; 0 turns
+	// mvq off, leaving mvd/mvs/mvsln/mvsp); mvqUnroll the chunks a lane loads at once
+	// (GORUN_CUDA_MVQ_U: 1, 2 or 4). Measurement switches.
+	mvqWarps, mvqUnroll int
+	// mvqMinRow: mvq takes weight rows of at least this many bytes (GORUN_CUDA_MVQ_MINROW;
+	// default: those too long for the staged kernels); mvspMinN: mvsp takes outputs of at
+	// least this many rows (GORUN_CUDA_MVSP_MINN).
+	mvqMinRow, mvspMinN int
 
 	// lnMaxN is the longest output of a one-row product that normalizes its input row itself
 	// (mvsln): every block redoes the norm (GORUN_CUDA_LN_MAXN, a measurement switch).
@@ -175,7 +183,9 @@ func New(ordinal int) (*Backend, error) {
 		simt: os.Getenv("GORUN_CUDA_SIMT") == "1", mvd: envLevel("GORUN_CUDA_MVD", 1),
 		mvsRows: max(1, envLevel("GORUN_CUDA_MVS_ROWS", 4)),
 		lnMaxN:  envLevel("GORUN_CUDA_LN_MAXN", 16384),
-		mvsp:    os.Getenv("GORUN_CUDA_MVSP") != "0"}
+		mvsp:    os.Getenv("GORUN_CUDA_MVSP") != "0", mvqWarps: envLevel("GORUN_CUDA_MVQ", 32),
+		mvqUnroll: min(4, max(1, envLevel("GORUN_CUDA_MVQ_U", 2))), mvqMinRow: envLevel("GORUN_CUDA_MVQ_MINROW", mvsBytes+1),
+		mvspMinN: envLevel("GORUN_CUDA_MVSP_MINN", 16384)}
 	var ptx []byte
 	if f := os.Getenv("GORUN_CUDA_PTX"); f != "" { // kernel development: PTX from nvcc, no rebuild
 		ptx, err = os.ReadFile(f)

@@ -599,6 +599,10 @@ func (b *Backend) emit(p *program, o op, where func(*graph.Tensor) (DevicePtr, e
 		if !ok {
 			return l, fmt.Errorf("cuda: mul_mat of %q: tensor type %v is not supported on the GPU", w.Name, w.Type)
 		}
+		if b.mvqLaunch(p, o, &a, &l, get, ld) {
+			name = "mvq_" + suf
+			break
+		}
 		if o.ln != nil || (b.mvd > 0 && x.NRows() == 1) {
 			if b.mvdLaunch(o, &a, &l, get, ld) {
 				name = "mvd_" + suf
@@ -630,7 +634,7 @@ func (b *Backend) emit(p *program, o op, where func(*graph.Tensor) (DevicePtr, e
 		wide := K%32 == 0 && w.Nb[1]%chunkAlign[w.Type] == 0 && ld(x, 4)%4 == 0 && get(x)%16 == 0
 		if M <= matVecMaxRows || (p.decodeRows && M <= decodeMaxRows) {
 			switch {
-			case wide && M == 1 && N >= 16384 && K <= 4096 && b.mvsp && asyncUnit(get(w), mvspRows(w.Nb[1])*w.Nb[1]) > 0 &&
+			case wide && M == 1 && N >= b.mvspMinN && K <= 4096 && b.mvsp && asyncUnit(get(w), mvspRows(w.Nb[1])*w.Nb[1]) > 0 &&
 				w.Nb[1] <= mvsBytes:
 				name = "mvsp_" + suf
 				R := mvspRows(w.Nb[1])
@@ -952,6 +956,54 @@ func ropeFits(n *graph.Tensor) error {
 		return fmt.Errorf("cuda: rope of %d dimensions: the GPU kernel rotates at most %d", n.IParams[1], 2*ropeMaxPairs)
 	}
 	return nil
+}
+
+// mvqAlign lists the weight types the mvq kernels take (kernels.cu), with the alignment their
+// loads need of a row's length in bytes and of the weights' address.
+var mvqAlign = map[quant.Type]int{quant.F32: 16, quant.F16: 16, quant.BF16: 16, quant.Q8_0: 2, quant.Q4_0: 2}
+
+// mvqLaunch sets up mvq (kernels.cu) for a product of up to matVecMaxRows activation rows (up
+// to decodeMaxRows in a batched decode step) whose weight rows are too long for the staged
+// kernels (mvqMinRow bytes and more), and reports whether it applies. WR, the warps per
+// weight row, depends only on the weights' shape, never on the number of rows: a row's bits
+// do not depend on its batch.
+func (b *Backend) mvqLaunch(p *program, o op, a *args, l *launch, get func(*graph.Tensor) DevicePtr, ld func(*graph.Tensor, int) int) bool {
+	n := o.node
+	w, x := n.Src[0], n.Src[1]
+	al := mvqAlign[w.Type]
+	K, N, M := w.Ne[0], w.Ne[1], x.NRows()
+	if b.mvqWarps <= 0 || al == 0 || o.ln != nil || w.Nb[1] < b.mvqMinRow || K%32 != 0 || w.Nb[1]%al != 0 ||
+		int(get(w))%al != 0 || w.Ne[2]*w.Ne[3] != 1 {
+		return false
+	}
+	if M > matVecMaxRows && !(p.decodeRows && M <= decodeMaxRows) {
+		return false
+	}
+	ldx := ld(x, 4)
+	if ldx%4 != 0 || get(x)%16 != 0 {
+		return false
+	}
+	wr := mvqWarpsPerRow(N, K/32, b.mvqWarps*b.ctx.SMs)
+	ldres := 0
+	if o.res != nil {
+		ldres = ld(o.res, 4)
+	}
+	a.ptr(get(w)).i32(w.Nb[1]).ptr(get(x)).i32(ldx).ptr(get(o.out)).i32(ld(o.out, 4)).i32(N).i32(M).i32(K).
+		ptr(get(o.bias)).ptr(get(o.res)).i32(ldres).i32(o.act).i32(wr).i32(b.mvqUnroll)
+	l.block = Dim3{256, 1, 1}
+	l.grid = Dim3{(N + 8/wr - 1) / (8 / wr), 1, 1}
+	return true
+}
+
+// mvqWarpsPerRow is the number of warps (1, 2, 4 or 8) that share a weight row of C chunks in
+// mvq: the fewest that give the N rows at least target warps in all (bytes in flight on every
+// multiprocessor), as long as each warp keeps a step of 8 whole chunks.
+func mvqWarpsPerRow(N, C, target int) int {
+	wr := 1
+	for wr < 8 && N*wr < target && C/(2*wr) >= 8 {
+		wr *= 2
+	}
+	return wr
 }
 
 // ropeMaxPairs is ROPE_MAXP (kernels.cu).

@@ -903,6 +903,184 @@ __device__ __forceinline__ void mvd_body(const uint8_t *__restrict__ W, int wrow
 	}
 }
 
+// ---- mvq: the mat-vec for a few activation rows with four lanes per 32-element chunk ----
+// For weight rows too long for the staged kernels (Llama-1B's f16 rows of 2048, every type's
+// rows of 8192). When a lane takes a whole chunk (mvd), the lanes' activation loads are 128
+// bytes apart (a float4 load instruction touches 32 cache lines) and their weight loads 34..64
+// bytes apart. Here a lane takes a quarter of a chunk (8 elements) and a warp step 8 whole
+// chunks: the activation loads of a step cover 1 KiB contiguously and the weight loads the
+// chunks' bytes contiguously. Each lane sums its quarter in a fixed order and multiplies by the
+// scale, adds its chunks in order; the warp sum and the WR warps' partials follow a fixed
+// order, so a row's result does not depend on how many activation rows are computed together
+// (a batched decode step gives each sequence its solo bits) nor on the unroll U. Measured on
+// the H100 (cuda/NOTES.md): faster than mvd for such rows, slower than the staged kernels
+// (mvsln, mvsp) for rows that fit them, and slower with the norm fused (every block redoing it)
+// than after a norm launch of its own; the K-quants' quarters (scales per quarter) lost to mvd.
+
+// Quarter<T> holds one lane's quarter of a chunk in registers: load reads it, dot multiplies it
+// by the chunk's 32 activations x (elements j's quarter covers, as the type lays them out).
+template <int T> struct Quarter;
+
+// sum8 is the dot of w0..w7 with a (elements 0-3) and b (4-7), in one order.
+__device__ __forceinline__ float sum8(const float *w, float4 a, float4 b) {
+	float s = w[0] * a.x;
+	s = fmaf(w[1], a.y, s), s = fmaf(w[2], a.z, s), s = fmaf(w[3], a.w, s);
+	s = fmaf(w[4], b.x, s), s = fmaf(w[5], b.y, s), s = fmaf(w[6], b.z, s), s = fmaf(w[7], b.w, s);
+	return s;
+}
+
+// lvl8 turns the 8 bytes lo, hi into floats minus off (lvl).
+__device__ __forceinline__ void lvl8(uint32_t lo, uint32_t hi, float off, float *w) {
+#pragma unroll
+	for (int k = 0; k < 4; k++) w[k] = lvl(lo, k, off), w[4 + k] = lvl(hi, k, off);
+}
+
+template <> struct Quarter<T_F32> {
+	float4 a, b;
+	int j;
+	__device__ __forceinline__ void load(const uint8_t *__restrict__ row, int c, int jj) {
+		j = jj;
+		const float4 *p = (const float4 *)(row + 128 * c + 32 * j);
+		a = p[0], b = p[1];
+	}
+	__device__ __forceinline__ float dot(const float *x) const {
+		float w[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+		return sum8(w, *(const float4 *)(x + 8 * j), *(const float4 *)(x + 8 * j + 4));
+	}
+};
+
+template <> struct Quarter<T_F16> {
+	uint4 v;
+	int j;
+	__device__ __forceinline__ void load(const uint8_t *__restrict__ row, int c, int jj) {
+		j = jj;
+		v = *(const uint4 *)(row + 64 * c + 16 * j);
+	}
+	__device__ __forceinline__ float dot(const float *x) const {
+		uint32_t u[4] = {v.x, v.y, v.z, v.w};
+		float w[8];
+#pragma unroll
+		for (int i = 0; i < 4; i++) {
+			w[2 * i] = __half2float(__ushort_as_half((unsigned short)(u[i] & 0xffff)));
+			w[2 * i + 1] = __half2float(__ushort_as_half((unsigned short)(u[i] >> 16)));
+		}
+		return sum8(w, *(const float4 *)(x + 8 * j), *(const float4 *)(x + 8 * j + 4));
+	}
+};
+
+template <> struct Quarter<T_BF16> {
+	uint4 v;
+	int j;
+	__device__ __forceinline__ void load(const uint8_t *__restrict__ row, int c, int jj) {
+		j = jj;
+		v = *(const uint4 *)(row + 64 * c + 16 * j);
+	}
+	__device__ __forceinline__ float dot(const float *x) const {
+		uint32_t u[4] = {v.x, v.y, v.z, v.w};
+		float w[8];
+#pragma unroll
+		for (int i = 0; i < 4; i++) w[2 * i] = __uint_as_float(u[i] << 16), w[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
+		return sum8(w, *(const float4 *)(x + 8 * j), *(const float4 *)(x + 8 * j + 4));
+	}
+};
+
+// Q8_0: 34-byte blocks (a half scale, 32 int8); quarter j is bytes 8j..8j+7.
+template <> struct Quarter<T_Q8_0> {
+	float d;
+	uint32_t lo, hi;
+	int j;
+	__device__ __forceinline__ void load(const uint8_t *__restrict__ row, int c, int jj) {
+		j = jj;
+		const uint8_t *b = row + 34 * c;
+		d = ldh(b), lo = ld16x2(b + 2 + 8 * j), hi = ld16x2(b + 6 + 8 * j);
+	}
+	__device__ __forceinline__ float dot(const float *x) const {
+		float w[8];
+		lvl8(lo ^ 0x80808080u, hi ^ 0x80808080u, 8388736.0f, w); // int8 + 128 as unsigned bytes
+		return d * sum8(w, *(const float4 *)(x + 8 * j), *(const float4 *)(x + 8 * j + 4));
+	}
+};
+
+// Q4_0: 18-byte blocks (a half scale, 16 bytes: element k in the low nibble of byte k, element
+// 16 + k in its high nibble); quarter j is bytes 4j..4j+3, elements 4j..4j+3 and 16+4j..16+4j+3.
+template <> struct Quarter<T_Q4_0> {
+	float d;
+	uint32_t u;
+	int j;
+	__device__ __forceinline__ void load(const uint8_t *__restrict__ row, int c, int jj) {
+		j = jj;
+		const uint8_t *b = row + 18 * c;
+		d = ldh(b), u = ld16x2(b + 2 + 4 * j);
+	}
+	__device__ __forceinline__ float dot(const float *x) const {
+		float w[8];
+		lvl8(u & 0x0F0F0F0Fu, (u >> 4) & 0x0F0F0F0Fu, 8388616.0f, w);
+		return d * sum8(w, *(const float4 *)(x + 4 * j), *(const float4 *)(x + 16 + 4 * j));
+	}
+};
+
+#define MVQ_MAXU 4
+
+// mvq_body: a block of 256 threads is 8 warps, WR warps per weight row (each a contiguous
+// slice of the row's chunks), 8/WR rows per block. U (1, 2 or 4) chunks per lane are loaded
+// before any is multiplied (bytes in flight).
+template <int T>
+__device__ __forceinline__ void mvq_body(const uint8_t *__restrict__ W, int wrow, const float *__restrict__ X, int ldx,
+		float *__restrict__ Y, int ldy, int N, int M, int K, const float *__restrict__ bias,
+		const float *__restrict__ res, int ldres, int act, int WR, int U) {
+	__shared__ float part[MV_MAXM][8];
+	int tid = threadIdx.x, wid = tid >> 5, lane = tid & 31, nw = blockDim.x >> 5;
+	int n = blockIdx.x * (nw / WR) + wid / WR, p = wid % WR;
+	bool active = n < N;
+	int C = K >> 5, c0 = p * C / WR, c1 = (p + 1) * C / WR, g = lane >> 2, j = lane & 3;
+	const uint8_t *row = W + (size_t)(active ? n : 0) * wrow;
+	for (int m0 = 0; m0 < M; m0 += MV_MAXM) {
+		int Mg = min(M - m0, MV_MAXM);
+		float acc[MV_MAXM];
+#pragma unroll
+		for (int m = 0; m < MV_MAXM; m++) acc[m] = 0.0f;
+		for (int c = c0 + g; active && c < c1; c += 8 * U) {
+			Quarter<T> q[MVQ_MAXU];
+#pragma unroll
+			for (int u = 0; u < MVQ_MAXU; u++)
+				if (u < U && c + 8 * u < c1) q[u].load(row, c + 8 * u, j);
+#pragma unroll
+			for (int u = 0; u < MVQ_MAXU; u++) {
+				if (u >= U || c + 8 * u >= c1) break;
+				int cu = c + 8 * u;
+#pragma unroll
+				for (int m = 0; m < MV_MAXM; m++)
+					if (m < Mg) acc[m] += q[u].dot(X + (size_t)(m0 + m) * ldx + 32 * cu);
+			}
+		}
+#pragma unroll
+		for (int m = 0; m < MV_MAXM; m++) {
+			float s = warp_sum(acc[m]);
+			if (lane == 0 && m < Mg) part[m][wid] = s;
+		}
+		__syncthreads();
+		if (active && p == 0 && lane < Mg) {
+			float s = part[lane][wid];
+			for (int q = 1; q < WR; q++) s += part[lane][wid + q];
+			Y[(size_t)(m0 + lane) * ldy + n] = epi(s, n, m0 + lane, bias, res, ldres, act);
+		}
+		__syncthreads();
+	}
+}
+
+#define INSTANTIATE_MVQ(T, name)                                                                               \
+	extern "C" __global__ void __launch_bounds__(256) mvq_##name(const uint8_t *W, int wrow, const float *X,    \
+			int ldx, float *Y, int ldy, int N, int M, int K, const float *bias, const float *res, int ldres,      \
+			int act, int WR, int U) {                                                                          \
+		mvq_body<T>(W, wrow, X, ldx, Y, ldy, N, M, K, bias, res, ldres, act, WR, U);                           \
+	}
+
+INSTANTIATE_MVQ(T_F32, f32)
+INSTANTIATE_MVQ(T_F16, f16)
+INSTANTIATE_MVQ(T_BF16, bf16)
+INSTANTIATE_MVQ(T_Q8_0, q8_0)
+INSTANTIATE_MVQ(T_Q4_0, q4_0)
+
 // mv1: the element-by-element form, for rows whose chunks are not aligned for wide loads.
 template <int T>
 __device__ __forceinline__ void mv1_body(const uint8_t *__restrict__ W, int wrow, const float *__restrict__ X, int ldx,

@@ -264,6 +264,51 @@ func TestMulMat(t *testing.T) {
 	}
 }
 
+// mvq, the mat-vec of long weight rows, gives each activation row the bits it gets alone (a
+// batched decode step must not change a sequence's tokens), for the Llama-1B shapes'
+// warps-per-row splits too (K = 2048 over 512 or 2048 outputs, K = 8192) and a vocabulary-long
+// output; here it takes rows of any length.
+func TestMatVecRowsBitIdentical(t *testing.T) {
+	g := gpu(t)
+	g.mvqMinRow = 0
+	shapes := [][2]int{{256, 67}, {2048, 512}, {2048, 2048}, {8192, 256}, {512, 20000}}
+	for _, typ := range []quant.Type{quant.F32, quant.F16, quant.BF16, quant.Q8_0, quant.Q4_0} { // mvqAlign's types
+		for _, sh := range shapes {
+			K, N := sh[0], sh[1]
+			rng := rand.New(rand.NewPCG(uint64(typ), uint64(K+N)))
+			w := quantized(t, rng, typ, K, N)
+			const M = 5
+			x := randF32(rng, K*M, 1)
+			t.Run(fmt.Sprintf("%v/K=%d/N=%d", typ, K, N), func(t *testing.T) {
+				all, err := run(t, g, 1, func(e *env) *graph.Tensor {
+					return e.ctx.MulMat(e.weight("w", typ, w, K, N), e.inputF32("x", x, K, M))
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for m := 0; m < M; m++ {
+					one, err := run(t, g, 1, func(e *env) *graph.Tensor {
+						return e.ctx.MulMat(e.weight("w", typ, w, K, N), e.inputF32("x", x[m*K:(m+1)*K], K, 1))
+					})
+					if err != nil {
+						t.Fatal(err)
+					}
+					for i, v := range one {
+						if math.Float32bits(v) != math.Float32bits(all[m*N+i]) {
+							t.Fatalf("row %d, output %d: %v alone, %v among %d rows", m, i, v, all[m*N+i], M)
+						}
+					}
+				}
+				if N*K <= 1<<22 {
+					compare(t, g, 2e-5, func(e *env) *graph.Tensor {
+						return e.ctx.MulMat(e.weight("w", typ, w, K, N), e.inputF32("x", x, K, M))
+					})
+				}
+			})
+		}
+	}
+}
+
 // The fused epilogues: bias, bias + GELU, bias + residual, for both kernels.
 func TestMulMatFused(t *testing.T) {
 	g := gpu(t)
