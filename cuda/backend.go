@@ -106,6 +106,8 @@ type Backend struct {
 	// default: those too long for the staged kernels); mvspMinN: mvsp takes outputs of at
 	// least this many rows (GORUN_CUDA_MVSP_MINN).
 	mvqMinRow, mvspMinN int
+	// mmf: prompts' products on f16 planes split before the product (GORUN_CUDA_MMF=0: mmh).
+	mmf bool
 
 	// lnMaxN is the longest output of a one-row product that normalizes its input row itself
 	// (mvsln): every block redoes the norm (GORUN_CUDA_LN_MAXN, a measurement switch).
@@ -167,7 +169,8 @@ type launch struct {
 	grid, block Dim3
 	shm         int
 	args        []byte
-	then        *launch // a second launch belonging to the same op (split-K reduction)
+	then        *launch  // a second launch belonging to the same op (split-K reduction)
+	pre         []launch // launches of the same op that run first (mmf's operand splits)
 }
 
 // New opens device ordinal (0 for the first GPU), loads the kernels and returns a backend.
@@ -185,7 +188,7 @@ func New(ordinal int) (*Backend, error) {
 		lnMaxN:  envLevel("GORUN_CUDA_LN_MAXN", 16384),
 		mvsp:    os.Getenv("GORUN_CUDA_MVSP") != "0", mvqWarps: envLevel("GORUN_CUDA_MVQ", 32),
 		mvqUnroll: min(4, max(1, envLevel("GORUN_CUDA_MVQ_U", 2))), mvqMinRow: envLevel("GORUN_CUDA_MVQ_MINROW", mvsBytes+1),
-		mvspMinN: envLevel("GORUN_CUDA_MVSP_MINN", 16384)}
+		mvspMinN: envLevel("GORUN_CUDA_MVSP_MINN", 16384), mmf: os.Getenv("GORUN_CUDA_MMF") != "0"}
 	var ptx []byte
 	if f := os.Getenv("GORUN_CUDA_PTX"); f != "" { // kernel development: PTX from nvcc, no rebuild
 		ptx, err = os.ReadFile(f)

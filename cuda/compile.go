@@ -330,7 +330,7 @@ func (b *Backend) compile(g *graph.Graph) (*program, error) {
 			}
 			return nil, err
 		}
-		p.launches = append(p.launches, l)
+		p.launches = append(append(p.launches, l.pre...), l)
 		if l.then != nil {
 			p.launches = append(p.launches, *l.then)
 		}
@@ -388,9 +388,12 @@ func (b *Backend) normFusable(n, l *graph.Tensor) bool {
 // splitK chooses how many parts the K range of a tiled product is cut into, so that products
 // with few output tiles (a 768-wide output of a 512-token batch: 96 tiles on 132
 // multiprocessors) still fill the GPU; each part must be whole 32-element chunks.
-func (b *Backend) splitK(N, M, K int) int {
-	tiles := ((N + 63) / 64) * ((M + 63) / 64)
-	s := min(4, (2*b.ctx.SMs+tiles-1)/tiles)
+func (b *Backend) splitK(N, M, K int) int { return b.splitKTiles(N, M, K, 64, 2) }
+
+// splitKTiles is splitK for tiles of tile x tile outputs, perSM blocks resident per SM.
+func (b *Backend) splitKTiles(N, M, K, tile, perSM int) int {
+	tiles := ((N + tile - 1) / tile) * ((M + tile - 1) / tile)
+	s := min(4, (perSM*b.ctx.SMs+tiles-1)/tiles)
 	for ; s > 1; s-- {
 		if K%(32*s) == 0 {
 			return s
@@ -674,6 +677,12 @@ func (b *Backend) emit(p *program, o op, where func(*graph.Tensor) (DevicePtr, e
 				l.block = Dim3{256, 1, 1}
 			}
 		} else {
+			if wide && b.mmf {
+				var ok bool
+				if name, ok, err = b.mmfLaunch(p, o, &a, &l, get, ld, suf); ok || err != nil {
+					break
+				}
+			}
 			switch {
 			case wide && b.tc:
 				name = "mmt_" + suf
@@ -1004,6 +1013,92 @@ func mvqWarpsPerRow(N, C, target int) int {
 		wr *= 2
 	}
 	return wr
+}
+
+// mmfTile and mmfStages are MF_T and MF_STAGES (kernels.cu); mmfShm is the staging memory of
+// an mmf block (MF_STAGES x 4 arrays of MF_T x MF_LD halves).
+const (
+	mmfTile   = 128
+	mmfStages = 3
+	mmfShm    = mmfStages * 4 * mmfTile * 40 * 2
+	// mmfMaxSplit bounds the weights (elements) mmf splits into f16 planes before a product:
+	// 128 MiB of planes; larger quantized matrices (a prompt's full vocabulary of logits) use mmh.
+	mmfMaxSplit = 1 << 25
+	// mmfMinSplit: smaller quantized matrices stay on mmh, where splitting them first did not
+	// pay (H100, pp512: 124M q4_0 171k -> 157k t/s, q8_0 154k -> 158k; Llama-1B's 2048 x 2048
+	// and larger gained 1.5-2x).
+	mmfMinSplit = 1 << 22
+)
+
+// mmfLaunch sets up mmf (kernels.cu) for a product of many activation rows, with the launches
+// that split its operands into f16 planes first (the activations always, the weights unless
+// they are f16 already), and a split-K reduction when the output has fewer tiles than SMs.
+// It returns the kernel's name, or ok = false when mmf does not apply.
+func (b *Backend) mmfLaunch(p *program, o op, a *args, l *launch, get func(*graph.Tensor) DevicePtr, ld func(*graph.Tensor, int) int,
+	suf string) (name string, ok bool, err error) {
+	w, x := o.node.Src[0], o.node.Src[1]
+	K, N, M := w.Ne[0], w.Ne[1], x.NRows()
+	direct := w.Type == quant.F16 && w.Nb[1]%16 == 0 && get(w)%16 == 0
+	if K%32 != 0 || (!direct && (N*K > mmfMaxSplit || N*K < mmfMinSplit)) {
+		return "", false, nil
+	}
+	S := b.splitKTiles(N, M, K, mmfTile, 1)
+	xb, wb, pb := align(4*M*K), 0, 0
+	if !direct {
+		wb = align(4 * N * K)
+	}
+	if S > 1 {
+		pb = S * M * N * 4
+	}
+	base, err := b.partial(p, xb+wb+pb)
+	if err != nil {
+		return "", false, err
+	}
+	xh, xl := base, base+DevicePtr(2*M*K)
+	wh, wl := get(w), DevicePtr(0)
+	split, err := b.fn("split_rows")
+	if err != nil {
+		return "", false, err
+	}
+	var sa args
+	sa.ptr(get(x)).i32(ld(x, 4)).i32(M).i32(K).ptr(xh).ptr(xl)
+	l.pre = append(l.pre, launch{fn: split, grid: Dim3{gridFor(M*K/8, 256), 1, 1}, block: Dim3{256, 1, 1}, args: sa.b})
+	name = "mmf1"
+	if !direct {
+		name = "mmf2"
+		wh = base + DevicePtr(xb)
+		wl = wh + DevicePtr(2*N*K)
+		sw, err := b.fn("splitw_" + suf)
+		if err != nil {
+			return "", false, err
+		}
+		var wa args
+		wa.ptr(get(w)).i32(w.Nb[1]).i32(N).i32(K).ptr(wh).ptr(wl)
+		l.pre = append(l.pre, launch{fn: sw, grid: Dim3{gridFor(N*K/32, 256), 1, 1}, block: Dim3{256, 1, 1}, args: wa.b})
+	}
+	ldres := 0
+	if o.res != nil {
+		ldres = ld(o.res, 4)
+	}
+	a.b = a.b[:0]
+	a.ptr(xh).ptr(xl).i32(M).ptr(wh).ptr(wl).i32(N).i32(K)
+	if S > 1 {
+		part := base + DevicePtr(xb+wb)
+		red, err := b.fn("splitk_reduce")
+		if err != nil {
+			return "", false, err
+		}
+		var r args
+		r.ptr(part).i32(S).i32(M).i32(N).ptr(get(o.out)).i32(ld(o.out, 4)).ptr(get(o.bias)).ptr(get(o.res)).i32(ldres).i32(o.act)
+		l.then = &launch{fn: red, grid: Dim3{gridFor(M*N, 256), 1, 1}, block: Dim3{256, 1, 1}, args: r.b}
+		a.ptr(part).i32(N).ptr(0).ptr(0).i32(0).i32(0).i32(K / S)
+	} else {
+		a.ptr(get(o.out)).i32(ld(o.out, 4)).ptr(get(o.bias)).ptr(get(o.res)).i32(ldres).i32(o.act).i32(K)
+	}
+	l.grid = Dim3{(N + mmfTile - 1) / mmfTile, (M + mmfTile - 1) / mmfTile, S}
+	l.block = Dim3{256, 1, 1}
+	l.shm = mmfShm
+	return name, true, nil
 }
 
 // ropeMaxPairs is ROPE_MAXP (kernels.cu).

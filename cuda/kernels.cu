@@ -1436,6 +1436,151 @@ __device__ __forceinline__ void mmh_body(const uint8_t *__restrict__ W, int wrow
 	}
 }
 
+// ---- mmf: the tiled product of prompts on f16 planes ----
+// mmh dequantizes and splits its operands inside the product (64 threads dequantize, every
+// tile is split again for each block that reads it) in 64 x 64 tiles with a barrier per 32 of
+// K. mmf splits once, before the product: the activations into f16 hi and lo planes
+// (split_rows), quantized weights into hi and lo planes (splitw_*; f16 weights are their own
+// hi plane, with lo = 0), and then multiplies planes in 128 x 128 tiles fed by a three-stage
+// cp.async pipeline. The same three products per step as mmh (lo*hi, hi*lo, hi*hi; for f16
+// weights the hi*lo product is exactly zero and skipped), so the same accuracy.
+
+#define MF_T 128 // tile rows (activations) and columns (weight rows)
+#define MF_BK 32
+#define MF_LD 40 // halves per staged row: 32 + 8 of padding (80 bytes: 16-byte aligned, few bank conflicts)
+#define MF_STAGES 3
+#define MF_ARR (MF_T * MF_LD) // halves of one staged array
+
+// split_rows writes the M rows of X (K elements, K % 8 == 0, rows 16-byte aligned) as f16 hi
+// and lo planes of M x K.
+extern "C" __global__ void split_rows(const float *__restrict__ X, int ldx, int M, int K, __half *H, __half *L) {
+	size_t total = (size_t)M * K / 8;
+	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+		size_t e = i * 8;
+		int m = (int)(e / K), k = (int)(e % K);
+		const float4 *x = (const float4 *)(X + (size_t)m * ldx + k);
+		float4 a = x[0], b = x[1];
+		float r[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+		mh_split(r, 8, H + e, L + e);
+	}
+}
+
+// splitw_T writes the N weight rows (K elements, K % 32 == 0) as f16 hi and lo planes of N x K.
+template <int T>
+__device__ __forceinline__ void splitw_body(const uint8_t *__restrict__ W, int wrow, int N, int K, __half *H, __half *L) {
+	int C = K >> 5;
+	size_t total = (size_t)N * C;
+	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+		int n = (int)(i / C), c = (int)(i % C);
+		float r[32];
+		dq32<T>(W + (size_t)n * wrow, c, r);
+		size_t e = (size_t)n * K + 32 * c;
+		mh_split(r, 32, H + e, L + e);
+	}
+}
+
+// cp16 copies 16 bytes to shared memory asynchronously, or zeros them when !ok.
+__device__ __forceinline__ void cp16(void *dst, const void *src, bool ok) {
+	unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+	int n = ok ? 16 : 0;
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(n));
+}
+
+// mf_stage copies the MF_BK-wide slice at k0 of rows r0.. of a plane (rows of K halves, rows
+// beyond the plane's last zeroed) into a staged array: 512 16-byte pieces, two per thread.
+__device__ __forceinline__ void mf_stage(__half *dst, const __half *__restrict__ src, int r0, int rows, int K, int k0) {
+#pragma unroll
+	for (int h = 0; h < 2; h++) {
+		int idx = threadIdx.x + 256 * h, r = idx >> 2, part = idx & 3;
+		bool ok = r0 + r < rows;
+		cp16(dst + r * MF_LD + 8 * part, src + (size_t)(ok ? r0 + r : 0) * K + k0 + 8 * part, ok);
+	}
+}
+
+// mmf_body: block (n tile, m tile, K slice); 8 warps, each 64 activation rows x 32 weight rows
+// (4 x 2 fragments of 16 x 16). With gridDim.z > 1 (split-K), Y is slice z's partial product (no
+// epilogue; splitk_reduce adds the slices and applies it).
+template <bool WLO>
+__device__ __forceinline__ void mmf_body(const __half *__restrict__ Ah, const __half *__restrict__ Al, int M,
+		const __half *__restrict__ Bh, const __half *__restrict__ Bl, int N, int K, float *__restrict__ Y, int ldy,
+		const float *bias, const float *res, int ldres, int act, int Kc) {
+	using namespace nvcuda;
+	extern __shared__ __align__(128) __half mf[]; // MF_STAGES x {Ah, Al, Bh, Bl}, then reused for the output tile
+	int kb = blockIdx.z * Kc, KT = min(K - kb, Kc) / MF_BK;
+	Y += (size_t)blockIdx.z * M * ldy;
+	int n0 = blockIdx.x * MF_T, m0 = blockIdx.y * MF_T;
+	int wid = threadIdx.x >> 5, wm = (wid >> 2) * 64, wn = (wid & 3) * 32;
+	wmma::fragment<wmma::accumulator, 16, 16, 16, float> c[4][2];
+#pragma unroll
+	for (int i = 0; i < 4; i++)
+#pragma unroll
+		for (int j = 0; j < 2; j++) wmma::fill_fragment(c[i][j], 0.0f);
+	auto load = [&](int s, int kt) {
+		__half *st = mf + s * 4 * MF_ARR;
+		int k0 = kb + kt * MF_BK;
+		mf_stage(st, Ah, m0, M, K, k0);
+		mf_stage(st + MF_ARR, Al, m0, M, K, k0);
+		mf_stage(st + 2 * MF_ARR, Bh, n0, N, K, k0);
+		if (WLO) mf_stage(st + 3 * MF_ARR, Bl, n0, N, K, k0);
+	};
+#pragma unroll
+	for (int s = 0; s < MF_STAGES - 1; s++) {
+		if (s < KT) load(s, s);
+		cp_async_commit();
+	}
+	for (int kt = 0; kt < KT; kt++) {
+		cp_async_wait1(); // stage kt has landed (MF_STAGES - 2 = 1 group may still be in flight) ...
+		__syncthreads(); // ... for every thread, and every warp is done with the stage refilled next
+		if (kt + MF_STAGES - 1 < KT) load((kt + MF_STAGES - 1) % MF_STAGES, kt + MF_STAGES - 1);
+		cp_async_commit();
+		const __half *st = mf + (kt % MF_STAGES) * 4 * MF_ARR;
+		const __half *sah = st, *sal = st + MF_ARR, *sbh = st + 2 * MF_ARR, *sbl = st + 3 * MF_ARR;
+#pragma unroll
+		for (int kk = 0; kk < MF_BK; kk += 16) {
+			wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> bh[2], bl[2];
+#pragma unroll
+			for (int j = 0; j < 2; j++) {
+				wmma::load_matrix_sync(bh[j], sbh + (wn + 16 * j) * MF_LD + kk, MF_LD);
+				if (WLO) wmma::load_matrix_sync(bl[j], sbl + (wn + 16 * j) * MF_LD + kk, MF_LD);
+			}
+#pragma unroll
+			for (int i = 0; i < 4; i++) {
+				wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> ah, al;
+				wmma::load_matrix_sync(ah, sah + (wm + 16 * i) * MF_LD + kk, MF_LD);
+				wmma::load_matrix_sync(al, sal + (wm + 16 * i) * MF_LD + kk, MF_LD);
+#pragma unroll
+				for (int j = 0; j < 2; j++) {
+					wmma::mma_sync(c[i][j], al, bh[j], c[i][j]);
+					if (WLO) wmma::mma_sync(c[i][j], ah, bl[j], c[i][j]);
+					wmma::mma_sync(c[i][j], ah, bh[j], c[i][j]);
+				}
+			}
+		}
+	}
+	cp_async_wait0();
+	__syncthreads();
+	float *Cs = (float *)mf; // MF_T x (MF_T + 4) floats
+#pragma unroll
+	for (int i = 0; i < 4; i++)
+#pragma unroll
+		for (int j = 0; j < 2; j++)
+			wmma::store_matrix_sync(Cs + (wm + 16 * i) * (MF_T + 4) + wn + 16 * j, c[i][j], MF_T + 4, wmma::mem_row_major);
+	__syncthreads();
+	for (int e = threadIdx.x; e < MF_T * MF_T; e += 256) {
+		int ml = e / MF_T, nl = e % MF_T, m = m0 + ml, n = n0 + nl;
+		if (m < M && n < N) Y[(size_t)m * ldy + n] = epi(Cs[ml * (MF_T + 4) + nl], n, m, bias, res, ldres, act);
+	}
+}
+
+extern "C" __global__ void __launch_bounds__(256) mmf1(const __half *Ah, const __half *Al, int M, const __half *Bh,
+		const __half *Bl, int N, int K, float *Y, int ldy, const float *bias, const float *res, int ldres, int act, int Kc) {
+	mmf_body<false>(Ah, Al, M, Bh, Bl, N, K, Y, ldy, bias, res, ldres, act, Kc);
+}
+extern "C" __global__ void __launch_bounds__(256) mmf2(const __half *Ah, const __half *Al, int M, const __half *Bh,
+		const __half *Bl, int N, int K, float *Y, int ldy, const float *bias, const float *res, int ldres, int act, int Kc) {
+	mmf_body<true>(Ah, Al, M, Bh, Bl, N, K, Y, ldy, bias, res, ldres, act, Kc);
+}
+
 template <int T>
 __device__ __forceinline__ void getrows_body(const uint8_t *__restrict__ table, int rowbytes, int nrows, const int *ids,
 		float *__restrict__ Y, int ldy, int K, unsigned *status) {
@@ -1519,6 +1664,9 @@ __device__ __forceinline__ void embed_body(const uint8_t *__restrict__ table, in
 	extern "C" __global__ void embed_##name(const uint8_t *table, int rowbytes, int nrows, const int *ids,      \
 			float *Y, int ldy, int K, unsigned *status, const float *ptab, int ldp, int prows, const int *pids) {  \
 		embed_body<T>(table, rowbytes, nrows, ids, Y, ldy, K, status, ptab, ldp, prows, pids);                \
+	}                                                                                                          \
+	extern "C" __global__ void splitw_##name(const uint8_t *W, int wrow, int N, int K, __half *H, __half *L) {  \
+		splitw_body<T>(W, wrow, N, K, H, L);                                                                   \
 	}                                                                                                          \
 	extern "C" __global__ void getrows_##name(const uint8_t *table, int rowbytes, int nrows, const int *ids,    \
 			float *Y, int ldy, int K, unsigned *status) {                                                      \

@@ -249,6 +249,19 @@ func TestMulMat(t *testing.T) {
 			})
 		})
 	}
+	// Long rows (mmf's pipeline over many K steps, split-K), f16 weights read in place and
+	// quantized ones split into planes first.
+	for _, typ := range []quant.Type{quant.F16, quant.Q8_0, quant.BF16, quant.Q6_K} {
+		rng := rand.New(rand.NewPCG(uint64(typ), 5))
+		const K, N, M = 2048, 300, 200
+		w := quantized(t, rng, typ, K, N)
+		x := randF32(rng, K*M, 1)
+		t.Run(typ.String()+"/K=2048", func(t *testing.T) {
+			compare(t, g, 2e-5, func(e *env) *graph.Tensor {
+				return e.ctx.MulMat(e.weight("w", typ, w, K, N), e.inputF32("x", x, K, M))
+			})
+		})
+	}
 	// Rows of float weights whose length is no multiple of 32: the element-by-element kernels.
 	for _, typ := range []quant.Type{quant.F32, quant.F16, quant.BF16} {
 		rng := rand.New(rand.NewPCG(uint64(typ), 3))
