@@ -163,6 +163,11 @@ type IntKernel struct {
 	Tile8 func(t *IntTile, a *IntAct, m int, out []float32, os int)
 }
 
+// SIMD reports whether these kernels are a SIMD tier's (AVX-512 VNNI or AVX-VNNI), which have
+// a tile kernel; the generic tier's plain-Go reference has none and is several times slower
+// than the float path.
+func (k *IntKernel) SIMD() bool { return k.Tile != nil }
+
 // intKernels[t] is the active tier's integer path for weight type t, nil where there is none.
 var intKernels [64]*IntKernel
 
