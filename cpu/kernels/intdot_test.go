@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"fmt"
 	"math"
 	"math/big"
 	"math/rand/v2"
@@ -257,5 +258,56 @@ func BenchmarkInt(b *testing.B) {
 			run("tile8x16", 8*16*k, func() { ik.Tile8(&tile, &c.a, 0, out, IntTileRows) })
 		}
 		run("rows16", 16*k, func() { ik.Rows(&c.a, 0, c.w, c.ws, out[:IntTileRows]) })
+	}
+}
+
+// BenchmarkStreamInt streams 256 MiB of weight rows of 768 (more than the caches) through the
+// integer path on one thread as cpu/matmul.go's mulMatInt runs it for 1..16 activation rows:
+// below intTileMin rows the streaming kernel once per activation row over 16 weight rows (the
+// later rows find them in L1), from it on the 16 rows repacked, then the 8- and 4-row tiles.
+// GB of weights per CPU-second, to compare with BenchmarkStreamRows' float path.
+func BenchmarkStreamInt(b *testing.B) {
+	const k, size, tileMin = 768, 256 << 20, 4
+	rng := rand.New(rand.NewPCG(19, 5))
+	for _, it := range intTypes {
+		ik := IntKernelFor(it.ty)
+		c := newIntCase(b, rng, it.ty, k, 1, 16, ik.Off)
+		nrows := size / c.ws &^ 15
+		w := make([]byte, nrows*c.ws)
+		for r := 0; r < nrows; r++ {
+			copy(w[r*c.ws:], c.w)
+		}
+		var tile IntTile
+		tile.Size(k)
+		out := make([]float32, 16*IntTileRows)
+		for _, rows := range []int{1, 2, 3, 4, 8, 16} {
+			b.Run(fmt.Sprintf("%v/rows=%d", it.ty, rows), func(b *testing.B) {
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				c0 := threadCPU()
+				for range b.N {
+					for r := 0; r+16 <= nrows; r += 16 {
+						wr := w[r*c.ws : (r+16)*c.ws]
+						if rows < tileMin || ik.Tile == nil {
+							for m := range rows {
+								ik.Rows(&c.a, m, wr, c.ws, out[m*IntTileRows:(m+1)*IntTileRows])
+							}
+							continue
+						}
+						ik.Repack(&tile, wr, c.ws, IntTileRows)
+						m := 0
+						for ; m+8 <= rows; m += 8 {
+							ik.Tile8(&tile, &c.a, m, out[m*IntTileRows:], IntTileRows)
+						}
+						for ; m+4 <= rows; m += 4 {
+							ik.Tile(&tile, &c.a, m, out[m*IntTileRows:], IntTileRows)
+						}
+					}
+				}
+				if ns := float64(threadCPU()-c0) / float64(b.N); ns > 0 {
+					b.ReportMetric(float64(nrows*c.ws)/ns, "GB/cpu-s")
+				}
+			})
+		}
 	}
 }
