@@ -268,10 +268,15 @@ func (b *Backend) mulMatInt(n *graph.Tensor, ctr *atomic.Int64, s *threadScratch
 			}
 			hi := min(N, lo+claim)
 			// Sixteen rows at a time for every activation row, so a second row reads them
-			// from the cache.
+			// from the cache; two activation rows at once where the tier has a pair kernel,
+			// which reads and unpacks each weight block once for both.
 			for r := lo; r < hi; r += tileRows {
 				rh := min(hi, r+tileRows)
-				for m := 0; m < M; m++ {
+				m := 0
+				for ; ik.Rows2 != nil && m+2 <= M; m += 2 {
+					ik.Rows2(&s.iact, m, rows(r, rh), ws, rh-r, out[m*N+r:], N)
+				}
+				for ; m < M; m++ {
 					ik.Rows(&s.iact, m, rows(r, rh), ws, out[m*N+r:m*N+rh])
 				}
 			}

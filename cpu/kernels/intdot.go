@@ -152,6 +152,12 @@ type IntKernel struct {
 	// j < len(out) (rows ws bytes apart in w, stored as the weight type).
 	Rows func(a *IntAct, m int, w []byte, ws int, out []float32)
 
+	// Rows2 is Rows for activation rows m and m+1 and the n weight rows of w at once, each
+	// weight block read and unpacked once for both: it sets out[j] (row m) and out[os+j] (row
+	// m+1) for j < n <= os, with Rows' bits. nil where the tier has none (then Rows serves,
+	// once per row).
+	Rows2 func(a *IntAct, m int, w []byte, ws, n int, out []float32, os int)
+
 	// Repack writes the n <= IntTileRows weight rows of w (ws bytes apart) into t.
 	Repack func(t *IntTile, w []byte, ws, n int)
 
