@@ -285,6 +285,21 @@ atiledone:
 	VCVTPH2PS X8, Y8 ; \
 	VMOVUPS   Y8, (DX)
 
+// The repack kernels prefetch the same block of the next tile's rows (the
+// eight rows 16 on: R10, R11 + 0, R8, 2*R8, R9), as the AVX-512 ones do (vnni_amd64.s,
+// REPACKPREFETCH): generation's weights come from memory, in more side-by-side streams than
+// the hardware prefetchers follow.
+#define AREPACKPREFETCHARGS \
+	MOVQ R8, R10 ; \
+	SHLQ $4, R10 ; \
+	LEAQ (R12)(R10*1), R11 ; \
+	ADDQ SI, R10
+
+#define AREPACKPREFETCH(size) \
+	PREFETCHT0 (R10) ; PREFETCHT0 (R10)(R8*1) ; PREFETCHT0 (R10)(R8*2) ; PREFETCHT0 (R10)(R9*1) ; \
+	PREFETCHT0 (R11) ; PREFETCHT0 (R11)(R8*1) ; PREFETCHT0 (R11)(R8*2) ; PREFETCHT0 (R11)(R9*1) ; \
+	ADDQ $size, R10 ; ADDQ $size, R11
+
 // AQ8ROW loads the quants of the row at a into Y, sign bits flipped (AX: 0x80 bytes).
 #define AQ8ROW(a, Y) \
 	VPXOR a, Y15, Y
@@ -294,9 +309,11 @@ atiledone:
 // and their scales at td (16 floats apart per block).
 TEXT ·repackQ8_0x8AVXVNNI(SB), NOSPLIT, $0-40
 	AREPACKARGS
+	AREPACKPREFETCHARGS
 	MOVL $0x80808080, AX
 
 arq8loop:
+	AREPACKPREFETCH(34)
 	VMOVD        AX, X15
 	VPBROADCASTD X15, Y15
 	AQ8ROW(2(SI), Y0)
@@ -331,9 +348,11 @@ arq8loop:
 // repackQ8_0x8AVXVNNI for Q4_0 rows (u = the nibble).
 TEXT ·repackQ4_0x8AVXVNNI(SB), NOSPLIT, $0-40
 	AREPACKARGS
+	AREPACKPREFETCHARGS
 	MOVL $0x0f0f0f0f, AX
 
 arq4loop:
+	AREPACKPREFETCH(18)
 	VMOVD        AX, X15
 	VPBROADCASTD X15, Y15
 	AQ4ROW(2(SI), X0, Y0)
