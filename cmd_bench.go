@@ -116,7 +116,8 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cache.cacheK, "cache-type-k", "f32", "same as -ctk")
 	fs.StringVar(&cache.cacheV, "ctv", "f32", "KV cache `TYPE` of the values: f32 or f16")
 	fs.StringVar(&cache.cacheV, "cache-type-v", "f32", "same as -ctv")
-	qact := fs.Bool("quantized-activations", false, "quantize activations to 8 bits for Q8_0/Q4_0 weights (ggml's integer path; other types and the logits stay float32)")
+	var qact quantActFlag
+	fs.Var(&qact, "quantized-activations", quantActHelp)
 	pos, err := parseFlags(fs, args)
 	switch {
 	case err != nil:
@@ -159,7 +160,7 @@ func cmdBench(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "| %s | %s: | %s: | %s | %s: | %s: | %s: |\n", strings.Repeat("-", 24), strings.Repeat("-", 9), strings.Repeat("-", 9), strings.Repeat("-", 7), strings.Repeat("-", 6), strings.Repeat("-", 7), strings.Repeat("-", 19))
 	}
 	for i := range models {
-		if err := benchModel(models[i], ths, pps, tgs, *reps, *ngl, cacheType, *qact, *output, stdout, stderr, &results); err != nil {
+		if err := benchModel(models[i], ths, pps, tgs, *reps, *ngl, cacheType, llm.QuantAct(qact), *output, stdout, stderr, &results); err != nil {
 			return err
 		}
 	}
@@ -187,7 +188,7 @@ func (l *modelList) Set(s string) error {
 
 // benchModel runs every test of one model and appends the results (printing the rows of the
 // markdown table as they come).
-func benchModel(path string, ths, pps, tgs []int, reps, ngl int, cacheType quant.Type, qact bool, output string, stdout, stderr io.Writer, results *[]benchResult) error {
+func benchModel(path string, ths, pps, tgs []int, reps, ngl int, cacheType quant.Type, qact llm.QuantAct, output string, stdout, stderr io.Writer, results *[]benchResult) error {
 	for _, th := range ths {
 		if ngl < 0 {
 			return fmt.Errorf("-ngl %d: the layer count must be >= 0", ngl)

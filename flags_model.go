@@ -19,7 +19,7 @@ type modelFlags struct {
 	ctx     int
 	batch   int
 	ngl     int
-	q8act   bool
+	qact    quantActFlag
 	mem     memLimit
 	// kv is --kv-budget: the paged KV pool's size (0: the default)
 	kv kvBudget
@@ -87,7 +87,7 @@ func (m *modelFlags) register(fs interface {
 	fs.IntVar(&m.batch, "batch-size", 512, "same as -b")
 	fs.IntVar(&m.ngl, "ngl", 0, "layers to offload to the GPU (a CUDA build offloads all or none: 99 for all)")
 	fs.IntVar(&m.ngl, "n-gpu-layers", 0, "same as -ngl")
-	fs.BoolVar(&m.q8act, "quantized-activations", false, "quantize activations to 8 bits for Q8_0/Q4_0 weights (ggml's integer path; other types and the logits stay float32)")
+	fs.Var(&m.qact, "quantized-activations", quantActHelp)
 	fs.Var(&m.kv, "kv-budget", "size of the KV pool every session draws from: `SIZE` in positions (32768) or bytes with a unit (512M, 2G); default: -c x the sessions (serve: --parallel; others: 8), within the memory check")
 	fs.Var(&m.mem, "mem-limit", "refuse a model and context needing more than `SIZE` (512M, 8G, ...; auto: the memory available; off)")
 	fs.IntVar(&m.ubatch, "ub", 512, "physical batch: the most prompt tokens evaluated at once (-b larger than it is cut to it)")
@@ -164,6 +164,25 @@ func (v *onOffAuto) Set(s string) error {
 	return nil
 }
 
+// quantActFlag is --quantized-activations: auto, true (alone) or false (llm.QuantAct).
+type quantActFlag llm.QuantAct
+
+const quantActHelp = "8-bit activations and integer dot products (ggml's path) for quantized weights: " +
+	"auto (the default): Q4_0 weights where the CPU has AVX-512 VNNI or AVX-VNNI, within 0.2% of the float path's perplexity; " +
+	"true (or the option alone): Q8_0 and Q4_0 weights on any CPU; false: float32 activations everywhere. " +
+	"Other types, the logits and the GPU keep float32"
+
+func (v *quantActFlag) String() string   { return llm.QuantAct(*v).String() }
+func (v *quantActFlag) IsBoolFlag() bool { return true }
+func (v *quantActFlag) Set(s string) error {
+	q, err := llm.ParseQuantAct(s)
+	if err != nil {
+		return fmt.Errorf("want auto, true or false")
+	}
+	*v = quantActFlag(q)
+	return nil
+}
+
 func (m *modelFlags) load(stderr io.Writer) (*llm.Model, error) {
 	if m.threads < 0 || m.ctx < 0 || m.batch < 1 || m.ubatch < 1 || m.threadsBatch < 0 {
 		return nil, fmt.Errorf("-t, -tb, -c must be >= 0 and -b, -ub >= 1")
@@ -179,7 +198,7 @@ func (m *modelFlags) load(stderr io.Writer) (*llm.Model, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := llm.Options{Threads: m.threads, ContextLength: m.ctx, BatchSize: min(m.batch, m.ubatch), QuantizedActivations: m.q8act,
+	opts := llm.Options{Threads: m.threads, ContextLength: m.ctx, BatchSize: min(m.batch, m.ubatch), QuantizedActivations: llm.QuantAct(m.qact),
 		MemoryLimit: int64(m.mem), GPULayers: m.ngl, ChatTemplate: tmpl, CacheType: ct,
 		KVPool: m.kv.positions, KVPoolBytes: m.kv.bytes, KVContexts: m.kvContexts}
 	return loadOnDevice(m.model, opts, stderr)

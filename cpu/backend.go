@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/gorun-dev/gorun/backend"
 	"github.com/gorun-dev/gorun/cpu/kernels"
 	"github.com/gorun-dev/gorun/graph"
 	"github.com/gorun-dev/gorun/internal/osutil"
@@ -26,7 +27,7 @@ type Backend struct {
 	// The graph last checked by prepare, so a static graph is checked once, not per token.
 	prepared        *graph.Graph
 	preparedVersion uint64
-	preparedQAct    bool
+	preparedQAct    backend.QuantAct
 	scratch         []threadScratch
 
 	errMu sync.Mutex
@@ -34,17 +35,17 @@ type Backend struct {
 
 	observe func(n *graph.Tensor) // called after each node, on one thread, when set
 
-	// quantAct makes matrix multiplications with weight types that have integer kernels
-	// (Q8_0, Q4_0) quantize the activations to Q8_0, as ggml does, and use integer dot
-	// products; iact holds them.
-	quantAct bool
+	// quantAct chooses which matrix multiplications quantize the activations to Q8_0, as
+	// ggml does, and use integer dot products (see intKernel); iact holds them.
+	quantAct backend.QuantAct
 	iact     kernels.IntAct
 }
 
-// SetQuantizedActivations chooses ggml's integer dot path (activations quantized to 8 bits
-// per matmul) for the weight types with integer kernels, instead of the default float32
-// activations (see intKernel).
-func (b *Backend) SetQuantizedActivations(on bool) { b.quantAct = on }
+// SetQuantizedActivations chooses which matmuls take ggml's integer dot path (activations
+// quantized to 8 bits per matmul) instead of float32 activations: backend.QuantActAuto (the
+// zero value) where the weight type's integer path meets the accuracy gate and the tier has
+// SIMD integer kernels, QuantActOn for every type with integer kernels, QuantActOff for none.
+func (b *Backend) SetQuantizedActivations(q backend.QuantAct) { b.quantAct = q }
 
 // SetObserver makes Compute call f after each node with the node's result and inputs still in
 // memory (calibration and debugging use it, like ggml's eval callback). nil turns it off.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/gorun-dev/gorun/backend"
 	"github.com/gorun-dev/gorun/cpu/kernels"
 	"github.com/gorun-dev/gorun/graph"
 	"github.com/gorun-dev/gorun/quant"
@@ -185,15 +186,28 @@ func f32Rows(t *graph.Tensor) ([]float32, int, bool) {
 }
 
 // intKernel returns the integer kernels for the matmul node n on the integer path, or nil for
-// the float path: when the path is off; for weight types without integer kernels (K-quants,
-// F16, ...), which would otherwise fall to plain-Go integer dots several times slower than the
-// float path's SIMD kernels; and for the logits (see logitsNode).
+// the float path. Never for the logits (see logitsNode), nor for weight types without integer
+// kernels (K-quants, F16, ...). Otherwise b.quantAct decides: on takes every type with
+// kernels; auto only the types in intByDefault, and only where the tier's kernels are SIMD
+// (the generic tier's plain-Go reference is several times slower than the float path). The
+// choice depends on the weight type and the tier, never on the number of rows, so a prompt
+// evaluated in one batch gives the same bits as token by token.
 func (b *Backend) intKernel(n *graph.Tensor) *kernels.IntKernel {
-	if !b.quantAct || n.Name == logitsNode {
+	if b.quantAct == backend.QuantActOff || n.Name == logitsNode {
 		return nil
 	}
-	return kernels.IntKernelFor(n.Src[0].Type)
+	ik := kernels.IntKernelFor(n.Src[0].Type)
+	if ik == nil || b.quantAct == backend.QuantActOn || intByDefault(n.Src[0].Type) && ik.SIMD() {
+		return ik
+	}
+	return nil
 }
+
+// intByDefault reports whether weights of type t take the integer path by default (auto):
+// those whose integer-path perplexity stayed within 0.2% of the float path's on every fixture.
+// Q4_0 did (gpt2 -0.07%, kjv -0.04%); Q8_0 did not (gpt2 +0.22%): cpu/PERF.md, "Integer path,
+// round 4".
+func intByDefault(t quant.Type) bool { return t == quant.Q4_0 }
 
 // logitsNode is the name the models give the matmul that computes the logits. It keeps float32
 // activations on the integer path: the error of 8-bit activations there goes straight into
@@ -254,10 +268,15 @@ func (b *Backend) mulMatInt(n *graph.Tensor, ctr *atomic.Int64, s *threadScratch
 			}
 			hi := min(N, lo+claim)
 			// Sixteen rows at a time for every activation row, so a second row reads them
-			// from the cache.
+			// from the cache; two activation rows at once where the tier has a pair kernel,
+			// which reads and unpacks each weight block once for both.
 			for r := lo; r < hi; r += tileRows {
 				rh := min(hi, r+tileRows)
-				for m := 0; m < M; m++ {
+				m := 0
+				for ; ik.Rows2 != nil && m+2 <= M; m += 2 {
+					ik.Rows2(&s.iact, m, rows(r, rh), ws, rh-r, out[m*N+r:], N)
+				}
+				for ; m < M; m++ {
 					ik.Rows(&s.iact, m, rows(r, rh), ws, out[m*N+r:m*N+rh])
 				}
 			}

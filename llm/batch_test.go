@@ -61,10 +61,10 @@ func checkBatchedStep(t *testing.T, preset string, withFixtures bool) {
 	prompts := [][]int32{{5, 300, 17}, {42}, {7, 3, 250, 251, 400, 12, 13}, {99, 100}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}}
 	type run struct {
 		threads int
-		qact    bool
+		qact    QuantAct
 	}
 	for name, path := range files {
-		runs := []run{{1, false}, {3, false}, {2, true}}
+		runs := []run{{1, QuantActAuto}, {3, QuantActOff}, {2, QuantActOn}}
 		if strings.HasPrefix(name, "gpt2-") {
 			runs = runs[1:] // a 50257-token vocabulary: fewer runs
 		}

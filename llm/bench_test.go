@@ -16,9 +16,26 @@ var (
 	benchThreads = flag.Int("threads", 2, "CPU threads for the benchmarks")
 	benchShape   = flag.String("shape", "124M", "GPT-2 shape for the benchmarks (testmodel preset)")
 	benchRecipe  = flag.String("recipe", "f16", "quantization recipe of the benchmark model")
-	benchQAct    = flag.Bool("qact", false, "8-bit activations (ggml's integer path)")
 	benchFile    = flag.String("model", "", "GGUF file for the benchmarks instead of a generated GPT-2 (-shape, -recipe ignored)")
 )
+
+// benchQAct is -qact: the benchmark model's quantized activations (auto, true or false).
+var benchQAct qactFlag
+
+func init() {
+	flag.Var(&benchQAct, "qact", "8-bit activations (ggml's integer path): auto, true (or alone) or false")
+}
+
+// qactFlag reads a QuantAct as a flag that may stand alone (on).
+type qactFlag QuantAct
+
+func (v *qactFlag) String() string   { return QuantAct(*v).String() }
+func (v *qactFlag) IsBoolFlag() bool { return true }
+func (v *qactFlag) Set(s string) error {
+	q, err := ParseQuantAct(s)
+	*v = qactFlag(q)
+	return err
+}
 
 var (
 	benchOnce sync.Once
@@ -71,7 +88,7 @@ func benchModel(b *testing.B) *Model {
 	if benchErr != nil {
 		b.Fatal(benchErr)
 	}
-	m, err := Load(benchPath, Options{Threads: *benchThreads, QuantizedActivations: *benchQAct})
+	m, err := Load(benchPath, Options{Threads: *benchThreads, QuantizedActivations: QuantAct(benchQAct)})
 	if err != nil {
 		b.Fatal(err)
 	}

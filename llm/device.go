@@ -14,6 +14,20 @@ import (
 // without -tags cuda); a GPU backend whose device cannot be opened is another error.
 var ErrNoGPU = backend.ErrNoGPU
 
+// QuantAct is Options.QuantizedActivations: which CPU matmuls quantize their activations to 8
+// bits (backend.QuantAct).
+type QuantAct = backend.QuantAct
+
+// The values of QuantAct (see Options.QuantizedActivations).
+const (
+	QuantActAuto = backend.QuantActAuto // Q4_0 weights where the CPU has VNNI; the default
+	QuantActOff  = backend.QuantActOff  // float32 activations everywhere
+	QuantActOn   = backend.QuantActOn   // Q8_0 and Q4_0 weights on any CPU
+)
+
+// ParseQuantAct reads auto, on (true, 1) or off (false, 0).
+func ParseQuantAct(s string) (QuantAct, error) { return backend.ParseQuantAct(s) }
+
 // chooseDevice picks the device kind the options ask for: the CPU, or the preferred GPU (a
 // binary without one answers ErrNoGPU before anything is read from the model).
 func chooseDevice(opts Options) (backend.Device, error) {

@@ -177,7 +177,8 @@ func TestPerplexityFixturesLlama(t *testing.T) {
 
 // The Llama fixture quantized with the reference quantizers (llama.cpp's llama-quantize
 // bytes: the same file sizes and types) scores the exact perplexity of llama.cpp's files: the
-// quantized Llama path (Q8_0, Q4_0, Q6_K weights with float32 activations) is exact too.
+// quantized Llama path (Q8_0, Q4_0, Q6_K weights with float32 activations) is exact too. The
+// default path of q4_0 (8-bit activations where the CPU has VNNI) stays within intGate of it.
 func TestPerplexityFixturesLlamaQuantized(t *testing.T) {
 	if testing.Short() {
 		t.Skip("quantizing and scoring two models takes a while")
@@ -207,18 +208,22 @@ func TestPerplexityFixturesLlamaQuantized(t *testing.T) {
 		if st, err := os.Stat(path); err != nil || st.Size() != c.size {
 			t.Fatalf("%s: %v, want %d bytes as llama.cpp's file", c.ref, err, c.size)
 		}
-		m := loadPath(t, path, Options{Threads: 2, ContextLength: 512})
+		m := loadPath(t, path, Options{Threads: 2, ContextLength: 512, QuantizedActivations: QuantActOff})
 		s, err := m.NewSession()
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := s.Perplexity(context.Background(), m.Tokenizer().Encode(string(text)), PerplexityOptions{Chunk: 512})
+		tokens := m.Tokenizer().Encode(string(text))
+		res, err := s.Perplexity(context.Background(), tokens, PerplexityOptions{Chunk: 512})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("%s (reference quantizers): PPL %.4f over %d tokens (exact: %.4f)", c.ref, res.PPL, res.Scored, exact)
 		if math.Abs(res.PPL-exact) > 0.02 || res.Scored != 8*255 {
 			t.Errorf("%s: PPL %.4f over %d tokens, want %.4f over %d", c.ref, res.PPL, res.Scored, exact, 8*255)
+		}
+		if c.recipe == "q4_0" {
+			checkIntGate(t, c.ref, path, tokens, res.PPL)
 		}
 	}
 }

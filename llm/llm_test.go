@@ -176,7 +176,7 @@ func TestQuantizedActivationsDoNotAllocate(t *testing.T) {
 		if _, err := quantize.File(src, out, quantize.Options{FileType: ft, Threads: 2}); err != nil {
 			t.Fatal(err)
 		}
-		m, err := Load(out, Options{Threads: 2, QuantizedActivations: true})
+		m, err := Load(out, Options{Threads: 2, QuantizedActivations: QuantActOn})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -42,11 +42,14 @@ type Options struct {
 	// Backend runs the graphs; nil means the device GPULayers chooses (the CPU with Threads
 	// threads by default). The model closes a backend it made, not one it was given.
 	Backend graph.Backend
-	// QuantizedActivations makes the CPU backend quantize activations to 8 bits for
-	// multiplications with weight types that have integer kernels (Q8_0, Q4_0), as ggml does
-	// (integer dot products), instead of keeping them float32. Other weight types and the
-	// logits keep float32 activations.
-	QuantizedActivations bool
+	// QuantizedActivations chooses which of the CPU backend's matrix multiplications quantize
+	// their activations to 8 bits, as ggml does (integer dot products), instead of keeping
+	// them float32. QuantActAuto (the zero value): Q4_0 weights where the CPU has AVX-512
+	// VNNI or AVX-VNNI, whose perplexity stays within 0.2% of the float path's; QuantActOn:
+	// every weight type with integer kernels (Q8_0, Q4_0), on any CPU; QuantActOff: none.
+	// Other weight types and the logits always keep float32 activations; the GPU computes
+	// float32 activations whatever this says.
+	QuantizedActivations QuantAct
 	// GPULayers is the number of layers to run on the GPU (llama.cpp's -ngl): 0 runs on the
 	// CPU; the GPU backend runs whole models, so any other value must be at least the model's
 	// layer count (99 for all). A binary built without a GPU backend returns ErrNoGPU.
@@ -224,6 +227,9 @@ func (m *Model) configure(hp models.Hparams, opts Options) error {
 		m.cacheType = opts.CacheType
 	default:
 		return fmt.Errorf("%w: KV cache type %v (gorun's caches are f32 or f16)", ErrInvalidOption, opts.CacheType)
+	}
+	if opts.QuantizedActivations > QuantActOn {
+		return fmt.Errorf("%w: quantized activations %v (want QuantActAuto, QuantActOff or QuantActOn)", ErrInvalidOption, opts.QuantizedActivations)
 	}
 	return nil
 }

@@ -23,6 +23,12 @@ func repackQ8_0x8AVXVNNI(tq *byte, td *float32, w *byte, ws, nb uintptr)
 func repackQ4_0x8AVXVNNI(tq *byte, td *float32, w *byte, ws, nb uintptr)
 
 //go:noescape
+func intRowsQ8_0x4x2AVXVNNI(x *byte, xs uintptr, xd *float32, xc *int32, ds uintptr, w *byte, ws, nb uintptr, out *float32, os uintptr)
+
+//go:noescape
+func intRowsQ4_0x4x2AVXVNNI(x *byte, xs uintptr, xd *float32, xc *int32, ds uintptr, w *byte, ws, nb uintptr, out *float32, os uintptr)
+
+//go:noescape
 func quantActAVXVNNI(x *float32, nb uintptr, q *byte, d *float32, c *int32, off int32) (bad uint32)
 
 // The AVX-VNNI kernels (256-bit, VEX): the same IntKernel contract and bits as the AVX-512
@@ -30,10 +36,10 @@ func quantActAVXVNNI(x *float32, nb uintptr, q *byte, d *float32, c *int32, off 
 var (
 	intQ8_0AVXVNNI = IntKernel{Off: 128, Repack: repackAVXVNNI(repackQ8_0x8AVXVNNI, quant.SizeQ8_0, repackQ8_0),
 		Tile: intTileAVXVNNI(4), Tile8: intTileAVXVNNI(8),
-		Rows: intRowsVNNI(intRowsQ8_0x4AVXVNNI, quant.SizeQ8_0, intQ8_0Generic.Rows)}
+		Rows: intRowsVNNI(intRowsQ8_0x4AVXVNNI, quant.SizeQ8_0, intQ8_0Generic.Rows), Rows2: intRows2VNNI(intRowsQ8_0x4x2AVXVNNI, quant.SizeQ8_0, intQ8_0Generic.Rows)}
 	intQ4_0AVXVNNI = IntKernel{Off: 8, Repack: repackAVXVNNI(repackQ4_0x8AVXVNNI, quant.SizeQ4_0, repackQ4_0),
 		Tile: intTileAVXVNNI(4), Tile8: intTileAVXVNNI(8),
-		Rows: intRowsVNNI(intRowsQ4_0x4AVXVNNI, quant.SizeQ4_0, intQ4_0Generic.Rows)}
+		Rows: intRowsVNNI(intRowsQ4_0x4AVXVNNI, quant.SizeQ4_0, intQ4_0Generic.Rows), Rows2: intRows2VNNI(intRowsQ4_0x4x2AVXVNNI, quant.SizeQ4_0, intQ4_0Generic.Rows)}
 )
 
 // hasAVXVNNI reports whether the CPU runs the AVX-VNNI kernels (they need AVX2 besides).

@@ -40,6 +40,20 @@
 	VBROADCASTSS (R10), X11 ; \
 	VFMADD231PS  X11, X8, X0
 
+// The streaming kernels prefetch the same place of the next four rows into L1 (R12) and of
+// the rows 32 on into L2 (R13), as the AVX-512 VNNI ones (vnni_amd64.s, ROWSPREFETCH).
+#define AROWSPREFETCH(size) \
+	PREFETCHT0 (R12) ; \
+	PREFETCHT1 (R13) ; \
+	PREFETCHT0 (R12)(BX*1) ; \
+	PREFETCHT1 (R13)(BX*1) ; \
+	PREFETCHT0 (R12)(BX*2) ; \
+	PREFETCHT1 (R13)(BX*2) ; \
+	PREFETCHT0 (R12)(R9*1) ; \
+	PREFETCHT1 (R13)(R9*1) ; \
+	ADDQ $size, R12 ; \
+	ADDQ $size, R13
+
 #define AROWSARGS \
 	MOVQ x+0(FP), DI ; \
 	MOVQ xd+8(FP), R10 ; \
@@ -49,8 +63,78 @@
 	MOVQ nb+40(FP), CX ; \
 	MOVQ out+48(FP), DX ; \
 	LEAQ (BX)(BX*2), R9 ; \
+	LEAQ (SI)(BX*4), R12 ; \
+	MOVQ BX, R13 ; \
+	SHLQ $5, R13 ; \
+	ADDQ SI, R13 ; \
 	VPXOR X0, X0, X0 ; \
 	VPXOR X10, X10, X10
+
+// The pair kernels (vnni_amd64.s's, on 16 ymm registers): two activation rows (xs bytes
+// apart; scales and corrections ds bytes apart) times four weight rows unpacked once (Y2, Y3,
+// Y12, Y13) with their halves (X10); each row then takes AROWS4's steps (APAIRROW, with Y14
+// for the broadcasts), so its results have the one-row kernel's bits. Row 0 accumulates in X0,
+// row 1 in X11; out rows os bytes apart.
+#define APAIRARGS \
+	MOVQ x+0(FP), DI ; \
+	MOVQ xs+8(FP), R8 ; \
+	MOVQ xd+16(FP), R10 ; \
+	MOVQ xc+24(FP), R11 ; \
+	MOVQ ds+32(FP), R14 ; \
+	MOVQ w+40(FP), SI ; \
+	MOVQ ws+48(FP), BX ; \
+	MOVQ nb+56(FP), CX ; \
+	MOVQ out+64(FP), DX ; \
+	LEAQ (BX)(BX*2), R9 ; \
+	LEAQ (SI)(BX*4), R12 ; \
+	MOVQ BX, R13 ; \
+	SHLQ $5, R13 ; \
+	ADDQ SI, R13 ; \
+	VPXOR X0, X0, X0 ; \
+	VPXOR X11, X11, X11 ; \
+	VPXOR X10, X10, X10
+
+#define APAIRSCALES \
+	VPINSRW   $0, (SI), X10, X10 ; \
+	VPINSRW   $1, (SI)(BX*1), X10, X10 ; \
+	VPINSRW   $2, (SI)(BX*2), X10, X10 ; \
+	VPINSRW   $3, (SI)(R9*1), X10, X10 ; \
+	VCVTPH2PS X10, X10
+
+#define APAIRROW(xa, xc, xd, ACC) \
+	VMOVDQU      xa, Y1 ; \
+	VPXOR        Y4, Y4, Y4 ; \
+	VPXOR        Y5, Y5, Y5 ; \
+	VPXOR        Y6, Y6, Y6 ; \
+	VPXOR        Y7, Y7, Y7 ; \
+	VNNI256(1, 2, 4) ; \
+	VNNI256(1, 3, 5) ; \
+	VNNI256(1, 12, 6) ; \
+	VNNI256(1, 13, 7) ; \
+	VPHADDD      Y5, Y4, Y8 ; \
+	VPHADDD      Y7, Y6, Y9 ; \
+	VPHADDD      Y9, Y8, Y8 ; \
+	VEXTRACTI128 $1, Y8, X9 ; \
+	VPADDD       X9, X8, X8 ; \
+	VPBROADCASTD xc, X14 ; \
+	VPADDD       X14, X8, X8 ; \
+	VCVTDQ2PS    X8, X8 ; \
+	VMULPS       X10, X8, X8 ; \
+	VBROADCASTSS xd, X14 ; \
+	VFMADD231PS  X14, X8, ACC
+
+#define APAIRNEXT(size, loop) \
+	ADDQ $size, SI ; \
+	ADDQ $32, DI ; \
+	ADDQ $4, R10 ; \
+	ADDQ $4, R11 ; \
+	DECQ CX ; \
+	JNZ  loop ; \
+	MOVQ os+72(FP), AX ; \
+	VMOVUPS X0, (DX) ; \
+	VMOVUPS X11, (DX)(AX*1) ; \
+	VZEROUPPER ; \
+	RET
 
 // The repack kernels' arguments (defined before any TEXT, as go vet reads the file): rows
 // 0..3 are at SI + 0, R8, 2*R8, R9; rows 4..7 at R12 + the same.
@@ -72,10 +156,7 @@ TEXT ·intRowsQ8_0x4AVXVNNI(SB), NOSPLIT, $0-56
 	VPBROADCASTD X15, Y15
 
 aq8loop:
-	PREFETCHT0 (34*8)(SI)
-	PREFETCHT0 (34*8)(SI)(BX*1)
-	PREFETCHT0 (34*8)(SI)(BX*2)
-	PREFETCHT0 (34*8)(SI)(R9*1)
+	AROWSPREFETCH(34)
 	VMOVDQU (DI), Y1
 	VPXOR   Y4, Y4, Y4
 	VPXOR   Y5, Y5, Y5
@@ -117,10 +198,7 @@ TEXT ·intRowsQ4_0x4AVXVNNI(SB), NOSPLIT, $0-56
 	VPBROADCASTD X15, Y15
 
 aq4loop:
-	PREFETCHT0 (18*8)(SI)
-	PREFETCHT0 (18*8)(SI)(BX*1)
-	PREFETCHT0 (18*8)(SI)(BX*2)
-	PREFETCHT0 (18*8)(SI)(R9*1)
+	AROWSPREFETCH(18)
 	VMOVDQU (DI), Y1
 	VPXOR   Y4, Y4, Y4
 	VPXOR   Y5, Y5, Y5
@@ -144,6 +222,44 @@ aq4loop:
 	VMOVUPS X0, (DX)
 	VZEROUPPER
 	RET
+
+// func intRowsQ8_0x4x2AVXVNNI(x *byte, xs uintptr, xd *float32, xc *int32, ds uintptr, w *byte, ws, nb uintptr, out *float32, os uintptr)
+// Activation rows 0 and 1 times four Q8_0 weight rows ws bytes apart; nb >= 1 blocks.
+TEXT ·intRowsQ8_0x4x2AVXVNNI(SB), NOSPLIT, $0-80
+	APAIRARGS
+	MOVL $0x80808080, AX
+	VMOVD AX, X15
+	VPBROADCASTD X15, Y15
+
+apq8loop:
+	AROWSPREFETCH(34)
+	VPXOR 2(SI), Y15, Y2
+	VPXOR 2(SI)(BX*1), Y15, Y3
+	VPXOR 2(SI)(BX*2), Y15, Y12
+	VPXOR 2(SI)(R9*1), Y15, Y13
+	APAIRSCALES
+	APAIRROW((DI), (R11), (R10), X0)
+	APAIRROW((DI)(R8*1), (R11)(R14*1), (R10)(R14*1), X11)
+	APAIRNEXT(34, apq8loop)
+
+// func intRowsQ4_0x4x2AVXVNNI(x *byte, xs uintptr, xd *float32, xc *int32, ds uintptr, w *byte, ws, nb uintptr, out *float32, os uintptr)
+// Activation rows 0 and 1 times four Q4_0 weight rows ws bytes apart; nb >= 1 blocks.
+TEXT ·intRowsQ4_0x4x2AVXVNNI(SB), NOSPLIT, $0-80
+	APAIRARGS
+	MOVL $0x0f0f0f0f, AX
+	VMOVD AX, X15
+	VPBROADCASTD X15, Y15
+
+apq4loop:
+	AROWSPREFETCH(18)
+	AQ4NIB(2(SI), X2, Y2, X14)
+	AQ4NIB(2(SI)(BX*1), X3, Y3, X14)
+	AQ4NIB(2(SI)(BX*2), X12, Y12, X14)
+	AQ4NIB(2(SI)(R9*1), X13, Y13, X14)
+	APAIRSCALES
+	APAIRROW((DI), (R11), (R10), X0)
+	APAIRROW((DI)(R8*1), (R11)(R14*1), (R10)(R14*1), X11)
+	APAIRNEXT(18, apq4loop)
 
 // AGROUP accumulates the integer sums of four activation rows with eight tile rows for the
 // 4-element group g: Y12 = the rows' unsigned quants, Y13 = broadcast x[4g..4g+3] of each
@@ -273,6 +389,21 @@ atiledone:
 	VCVTPH2PS X8, Y8 ; \
 	VMOVUPS   Y8, (DX)
 
+// The repack kernels prefetch the same block of the next tile's rows (the
+// eight rows 16 on: R10, R11 + 0, R8, 2*R8, R9), as the AVX-512 ones do (vnni_amd64.s,
+// REPACKPREFETCH): generation's weights come from memory, in more side-by-side streams than
+// the hardware prefetchers follow.
+#define AREPACKPREFETCHARGS \
+	MOVQ R8, R10 ; \
+	SHLQ $4, R10 ; \
+	LEAQ (R12)(R10*1), R11 ; \
+	ADDQ SI, R10
+
+#define AREPACKPREFETCH(size) \
+	PREFETCHT0 (R10) ; PREFETCHT0 (R10)(R8*1) ; PREFETCHT0 (R10)(R8*2) ; PREFETCHT0 (R10)(R9*1) ; \
+	PREFETCHT0 (R11) ; PREFETCHT0 (R11)(R8*1) ; PREFETCHT0 (R11)(R8*2) ; PREFETCHT0 (R11)(R9*1) ; \
+	ADDQ $size, R10 ; ADDQ $size, R11
+
 // AQ8ROW loads the quants of the row at a into Y, sign bits flipped (AX: 0x80 bytes).
 #define AQ8ROW(a, Y) \
 	VPXOR a, Y15, Y
@@ -282,9 +413,11 @@ atiledone:
 // and their scales at td (16 floats apart per block).
 TEXT ·repackQ8_0x8AVXVNNI(SB), NOSPLIT, $0-40
 	AREPACKARGS
+	AREPACKPREFETCHARGS
 	MOVL $0x80808080, AX
 
 arq8loop:
+	AREPACKPREFETCH(34)
 	VMOVD        AX, X15
 	VPBROADCASTD X15, Y15
 	AQ8ROW(2(SI), Y0)
@@ -319,9 +452,11 @@ arq8loop:
 // repackQ8_0x8AVXVNNI for Q4_0 rows (u = the nibble).
 TEXT ·repackQ4_0x8AVXVNNI(SB), NOSPLIT, $0-40
 	AREPACKARGS
+	AREPACKPREFETCHARGS
 	MOVL $0x0f0f0f0f, AX
 
 arq4loop:
+	AREPACKPREFETCH(18)
 	VMOVD        AX, X15
 	VPBROADCASTD X15, Y15
 	AQ4ROW(2(SI), X0, Y0)

@@ -152,6 +152,12 @@ type IntKernel struct {
 	// j < len(out) (rows ws bytes apart in w, stored as the weight type).
 	Rows func(a *IntAct, m int, w []byte, ws int, out []float32)
 
+	// Rows2 is Rows for activation rows m and m+1 and the n weight rows of w at once, each
+	// weight block read and unpacked once for both: it sets out[j] (row m) and out[os+j] (row
+	// m+1) for j < n <= os, with Rows' bits. nil where the tier has none (then Rows serves,
+	// once per row).
+	Rows2 func(a *IntAct, m int, w []byte, ws, n int, out []float32, os int)
+
 	// Repack writes the n <= IntTileRows weight rows of w (ws bytes apart) into t.
 	Repack func(t *IntTile, w []byte, ws, n int)
 
@@ -162,6 +168,11 @@ type IntKernel struct {
 	// Tile8 is Tile for eight activation rows (i < 8); nil where Tile is.
 	Tile8 func(t *IntTile, a *IntAct, m int, out []float32, os int)
 }
+
+// SIMD reports whether these kernels are a SIMD tier's (AVX-512 VNNI or AVX-VNNI), which have
+// a tile kernel; the generic tier's plain-Go reference has none and is several times slower
+// than the float path.
+func (k *IntKernel) SIMD() bool { return k.Tile != nil }
 
 // intKernels[t] is the active tier's integer path for weight type t, nil where there is none.
 var intKernels [64]*IntKernel

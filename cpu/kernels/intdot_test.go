@@ -1,6 +1,7 @@
 package kernels
 
 import (
+	"fmt"
 	"math"
 	"math/big"
 	"math/rand/v2"
@@ -132,6 +133,9 @@ func TestIntKernelsMatchReference(t *testing.T) {
 							}
 						}
 					}
+					if ik.Rows2 != nil {
+						checkRows2(t, it, ik, c)
+					}
 					if ik.Tile == nil {
 						continue
 					}
@@ -151,6 +155,43 @@ func TestIntKernelsMatchReference(t *testing.T) {
 			}
 		}
 	})
+}
+
+// checkRows2 compares the pair kernel's output for activation rows i and i+1 with the generic
+// kernel's, with the second row's outputs right after the first's and further on, and checks
+// that it writes nothing else.
+func checkRows2(t *testing.T, it intType, ik *IntKernel, c *intCase) {
+	t.Helper()
+	ref := make([][]float32, len(c.x))
+	for i := range ref {
+		ref[i] = make([]float32, c.n)
+		it.generic.Rows(&c.a, i, c.w, c.ws, ref[i])
+	}
+	for _, os := range []int{c.n, c.n + 5} {
+		out := make([]float32, os+c.n+1)
+		for i := 0; i+2 <= len(c.x); i++ {
+			const guard = float32(-12345)
+			for j := range out {
+				out[j] = guard
+			}
+			ik.Rows2(&c.a, i, c.w, c.ws, c.n, out, os)
+			for j, g := range out {
+				row, r := i, j
+				if j >= os {
+					row, r = i+1, j-os
+				}
+				if r >= c.n {
+					if g != guard {
+						t.Fatalf("%v k=%d n=%d: Rows2 wrote out[%d] (os %d)", c.ty, c.k, c.n, j, os)
+					}
+					continue
+				}
+				if want := ref[row][r]; math.Float32bits(g) != math.Float32bits(want) {
+					t.Fatalf("%v k=%d n=%d act %d row %d: Rows2 %v, reference %v", c.ty, c.k, c.n, row, r, g, want)
+				}
+			}
+		}
+	}
 }
 
 // checkTile compares a tile kernel's output for activation rows i.. with the generic kernel.
@@ -257,5 +298,62 @@ func BenchmarkInt(b *testing.B) {
 			run("tile8x16", 8*16*k, func() { ik.Tile8(&tile, &c.a, 0, out, IntTileRows) })
 		}
 		run("rows16", 16*k, func() { ik.Rows(&c.a, 0, c.w, c.ws, out[:IntTileRows]) })
+	}
+}
+
+// BenchmarkStreamInt streams 256 MiB of weight rows of 768 (more than the caches) through the
+// integer path on one thread as cpu/matmul.go's mulMatInt runs it for 1..16 activation rows:
+// below intTileMin rows the streaming kernels over 16 weight rows, two activation rows at a
+// time where the tier has a pair kernel (the later rows find the weights in L1), from it on
+// the 16 rows repacked, then the 8- and 4-row tiles.
+// GB of weights per CPU-second, to compare with BenchmarkStreamRows' float path.
+func BenchmarkStreamInt(b *testing.B) {
+	const k, size = 768, 256 << 20
+	rng := rand.New(rand.NewPCG(19, 5))
+	for _, it := range intTypes {
+		ik := IntKernelFor(it.ty)
+		c := newIntCase(b, rng, it.ty, k, 1, 16, ik.Off)
+		nrows := size / c.ws &^ 15
+		w := make([]byte, nrows*c.ws)
+		for r := 0; r < nrows; r++ {
+			copy(w[r*c.ws:], c.w)
+		}
+		var tile IntTile
+		tile.Size(k)
+		out := make([]float32, 16*IntTileRows)
+		for _, rt := range [][2]int{{1, 4}, {2, 4}, {3, 4}, {4, 4}, {4, 5}, {8, 4}, {16, 4}} {
+			rows, tileMin := rt[0], rt[1] // tileMin: as cpu/matmul.go's intTileMin
+			b.Run(fmt.Sprintf("%v/rows=%d/tilemin=%d", it.ty, rows, tileMin), func(b *testing.B) {
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				c0 := threadCPU()
+				for range b.N {
+					for r := 0; r+16 <= nrows; r += 16 {
+						wr := w[r*c.ws : (r+16)*c.ws]
+						if rows < tileMin || ik.Tile == nil {
+							m := 0
+							for ; ik.Rows2 != nil && m+2 <= rows; m += 2 {
+								ik.Rows2(&c.a, m, wr, c.ws, IntTileRows, out[m*IntTileRows:], IntTileRows)
+							}
+							for ; m < rows; m++ {
+								ik.Rows(&c.a, m, wr, c.ws, out[m*IntTileRows:(m+1)*IntTileRows])
+							}
+							continue
+						}
+						ik.Repack(&tile, wr, c.ws, IntTileRows)
+						m := 0
+						for ; m+8 <= rows; m += 8 {
+							ik.Tile8(&tile, &c.a, m, out[m*IntTileRows:], IntTileRows)
+						}
+						for ; m+4 <= rows; m += 4 {
+							ik.Tile(&tile, &c.a, m, out[m*IntTileRows:], IntTileRows)
+						}
+					}
+				}
+				if ns := float64(threadCPU()-c0) / float64(b.N); ns > 0 {
+					b.ReportMetric(float64(nrows*c.ws)/ns, "GB/cpu-s")
+				}
+			})
+		}
 	}
 }

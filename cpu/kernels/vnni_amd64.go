@@ -22,6 +22,12 @@ func intRowsQ8_0x4VNNI(x *byte, xd *float32, xc *int32, w *byte, ws, nb uintptr,
 func intRowsQ4_0x4VNNI(x *byte, xd *float32, xc *int32, w *byte, ws, nb uintptr, out *[4]float32)
 
 //go:noescape
+func intRowsQ8_0x4x2VNNI(x *byte, xs uintptr, xd *float32, xc *int32, ds uintptr, w *byte, ws, nb uintptr, out *float32, os uintptr)
+
+//go:noescape
+func intRowsQ4_0x4x2VNNI(x *byte, xs uintptr, xd *float32, xc *int32, ds uintptr, w *byte, ws, nb uintptr, out *float32, os uintptr)
+
+//go:noescape
 func repackQ8_0x16VNNI(tq *byte, td *float32, w *byte, ws, nb uintptr, idx *[6][16]int32, offs *[16]int32)
 
 //go:noescape
@@ -32,9 +38,9 @@ func quantActVNNI(x *float32, nb uintptr, q *byte, d *float32, c *int32, off int
 
 var (
 	intQ8_0VNNI = IntKernel{Off: 128, Repack: repackVNNI(repackQ8_0x16VNNI, quant.SizeQ8_0, repackQ8_0), Tile: intTileVNNI(intTile4VNNI, 4), Tile8: intTileVNNI(intTile8VNNI, 8),
-		Rows: intRowsVNNI(intRowsQ8_0x4VNNI, quant.SizeQ8_0, intQ8_0Generic.Rows)}
+		Rows: intRowsVNNI(intRowsQ8_0x4VNNI, quant.SizeQ8_0, intQ8_0Generic.Rows), Rows2: intRows2VNNI(intRowsQ8_0x4x2VNNI, quant.SizeQ8_0, intQ8_0Generic.Rows)}
 	intQ4_0VNNI = IntKernel{Off: 8, Repack: repackVNNI(repackQ4_0x16VNNI, quant.SizeQ4_0, repackQ4_0), Tile: intTileVNNI(intTile4VNNI, 4), Tile8: intTileVNNI(intTile8VNNI, 8),
-		Rows: intRowsVNNI(intRowsQ4_0x4VNNI, quant.SizeQ4_0, intQ4_0Generic.Rows)}
+		Rows: intRowsVNNI(intRowsQ4_0x4VNNI, quant.SizeQ4_0, intQ4_0Generic.Rows), Rows2: intRows2VNNI(intRowsQ4_0x4x2VNNI, quant.SizeQ4_0, intQ4_0Generic.Rows)}
 )
 
 // useVNNI installs the AVX-512 VNNI integer kernels where the CPU has them, else the AVX-VNNI
@@ -69,6 +75,38 @@ func intRowsVNNI(kern func(x *byte, xd *float32, xc *int32, w *byte, ws, nb uint
 		}
 		if n4 < len(out) {
 			generic(a, m, w[n4*ws:], ws, out[n4:])
+		}
+	}
+}
+
+// intRows2VNNI runs the pair kernel kern on whole groups of four weight rows and generic on
+// the rest, once per activation row (the same arithmetic, so the same bits).
+func intRows2VNNI(kern func(x *byte, xs uintptr, xd *float32, xc *int32, ds uintptr, w *byte, ws, nb uintptr, out *float32, os uintptr), size int,
+	generic func(a *IntAct, m int, w []byte, ws int, out []float32)) func(a *IntAct, m int, w []byte, ws, n int, out []float32, os int) {
+	return func(a *IntAct, m int, w []byte, ws, n int, out []float32, os int) {
+		if n <= 0 {
+			return
+		}
+		if os < n {
+			panic("kernels: Rows2's output rows overlap")
+		}
+		nb, n4 := a.K/32, n&^3
+		_ = out[os+n-1]
+		if nb == 0 {
+			clear(out[:n])
+			clear(out[os : os+n])
+			return
+		}
+		_ = a.Q[(m+2)*a.K-1]
+		_ = a.D[(m+2)*nb-1]
+		_ = a.C[(m+2)*nb-1]
+		for r := 0; r < n4; r += 4 {
+			checkRows(w[r*ws:], ws, nb*size)
+			kern(&a.Q[m*a.K], uintptr(a.K), &a.D[m*nb], &a.C[m*nb], uintptr(4*nb), &w[r*ws], uintptr(ws), uintptr(nb), &out[r], uintptr(4*os))
+		}
+		if n4 < n {
+			generic(a, m, w[n4*ws:], ws, out[n4:n])
+			generic(a, m+1, w[n4*ws:], ws, out[os+n4:os+n])
 		}
 	}
 }

@@ -62,6 +62,30 @@
 	VMULPS       X10, X8, X8 ; \
 	VFMADD231PS.BCST (R10), X8, X0
 
+// The streaming kernels prefetch as the float path's MatVec4 kernels do (cpu/PERF.md, steps
+// 4 and D): the rows of a 4-row group are short and the hardware prefetchers do not run ahead
+// across them, so each block prefetches the same place of the next four rows into L1 (R12)
+// and of the rows 32 on into L2 (R13). Prefetching along the same rows instead (8 blocks
+// ahead) left generation ~30% slower than the float path's on Q4_0 (cpu/PERF.md, "Integer
+// path, round 4").
+#define ROWSPREFETCHARGS \
+	LEAQ (SI)(BX*4), R12 ; \
+	MOVQ BX, R13 ; \
+	SHLQ $5, R13 ; \
+	ADDQ SI, R13
+
+#define ROWSPREFETCH(size) \
+	PREFETCHT0 (R12) ; \
+	PREFETCHT1 (R13) ; \
+	PREFETCHT0 (R12)(BX*1) ; \
+	PREFETCHT1 (R13)(BX*1) ; \
+	PREFETCHT0 (R12)(BX*2) ; \
+	PREFETCHT1 (R13)(BX*2) ; \
+	PREFETCHT0 (R12)(R9*1) ; \
+	PREFETCHT1 (R13)(R9*1) ; \
+	ADDQ $size, R12 ; \
+	ADDQ $size, R13
+
 #define ROWSARGS \
 	MOVQ x+0(FP), DI ; \
 	MOVQ xd+8(FP), R10 ; \
@@ -71,6 +95,7 @@
 	MOVQ nb+40(FP), CX ; \
 	MOVQ out+48(FP), DX ; \
 	LEAQ (BX)(BX*2), R9 ; \
+	ROWSPREFETCHARGS ; \
 	VPXORD X0, X0, X0 ; \
 	VPXORD X10, X10, X10
 
@@ -81,6 +106,70 @@
 	VPSRLW       $4, X, XT ; \
 	VINSERTI128  $1, XT, Y, Y ; \
 	VPAND        Y15, Y, Y
+
+// The pair kernels (defined before any TEXT, as go vet reads the file): two activation rows
+// (xs bytes apart; scales and corrections ds bytes apart) times four weight rows, each weight block loaded and unpacked once for both rows
+// (Y2, Y3, Y12, Y13) with its rows' halves (X10); each activation row then takes exactly the
+// single-row kernel's steps (PAIRROW is ROWS4 on those registers), so its results have that
+// kernel's bits. Row 0 accumulates in X0, row 1 in X11; out rows os bytes apart.
+#define PAIRARGS \
+	MOVQ x+0(FP), DI ; \
+	MOVQ xs+8(FP), R8 ; \
+	MOVQ xd+16(FP), R10 ; \
+	MOVQ xc+24(FP), R11 ; \
+	MOVQ ds+32(FP), R14 ; \
+	MOVQ w+40(FP), SI ; \
+	MOVQ ws+48(FP), BX ; \
+	MOVQ nb+56(FP), CX ; \
+	MOVQ out+64(FP), DX ; \
+	LEAQ (BX)(BX*2), R9 ; \
+	ROWSPREFETCHARGS ; \
+	VPXORD X0, X0, X0 ; \
+	VPXORD X11, X11, X11 ; \
+	VPXORD X10, X10, X10
+
+// PAIRSCALES converts the four weight rows' halves at (SI) to float32 in X10.
+#define PAIRSCALES \
+	VPINSRW   $0, (SI), X10, X10 ; \
+	VPINSRW   $1, (SI)(BX*1), X10, X10 ; \
+	VPINSRW   $2, (SI)(BX*2), X10, X10 ; \
+	VPINSRW   $3, (SI)(R9*1), X10, X10 ; \
+	VCVTPH2PS X10, X10
+
+// PAIRROW: one activation row's block (x at xa, correction at xc, scale at xd) times the
+// four unpacked weight rows, into ACC, as ROWS4 does it.
+#define PAIRROW(xa, xc, xd, ACC) \
+	VMOVDQU      xa, Y1 ; \
+	VPXOR        Y4, Y4, Y4 ; \
+	VPXOR        Y5, Y5, Y5 ; \
+	VPXOR        Y6, Y6, Y6 ; \
+	VPXOR        Y7, Y7, Y7 ; \
+	VPDPBUSD     Y1, Y2, Y4 ; \
+	VPDPBUSD     Y1, Y3, Y5 ; \
+	VPDPBUSD     Y1, Y12, Y6 ; \
+	VPDPBUSD     Y1, Y13, Y7 ; \
+	VPHADDD      Y5, Y4, Y8 ; \
+	VPHADDD      Y7, Y6, Y9 ; \
+	VPHADDD      Y9, Y8, Y8 ; \
+	VEXTRACTI128 $1, Y8, X9 ; \
+	VPADDD       X9, X8, X8 ; \
+	VPADDD.BCST  xc, X8, X8 ; \
+	VCVTDQ2PS    X8, X8 ; \
+	VMULPS       X10, X8, X8 ; \
+	VFMADD231PS.BCST xd, X8, ACC
+
+#define PAIRNEXT(size, loop) \
+	ADDQ $size, SI ; \
+	ADDQ $32, DI ; \
+	ADDQ $4, R10 ; \
+	ADDQ $4, R11 ; \
+	DECQ CX ; \
+	JNZ  loop ; \
+	MOVQ os+72(FP), AX ; \
+	VMOVUPS X0, (DX) ; \
+	VMOVUPS X11, (DX)(AX*1) ; \
+	VZEROUPPER ; \
+	RET
 
 // Repacking 16 weight rows into an IntTile (intdot.go), one block at a time: Z0..Z7 hold the
 // unsigned quants of row pairs (Zp = row 2p's 8 dwords, then row 2p+1's), TRANSPOSE16 turns
@@ -140,6 +229,23 @@
 	LEAQ (SI)(R8*4), R12 ; \
 	LEAQ (R12)(R8*4), R13 ; \
 	LEAQ (R13)(R8*4), BX
+
+// REPACKPREFETCH prefetches the same block of the next tile's 16 rows (rows 16..31: R10, R11,
+// R14, AX + 0, R8, 2*R8, R9), which the next repack reads: in generation the weights come from
+// memory, and sixteen short rows read side by side are more streams than the hardware
+// prefetchers follow. Set up by REPACKPREFETCHARGS (after AX's last other use).
+#define REPACKPREFETCHARGS \
+	LEAQ (BX)(R8*4), R10 ; \
+	LEAQ (R10)(R8*4), R11 ; \
+	LEAQ (R11)(R8*4), R14 ; \
+	LEAQ (R14)(R8*4), AX
+
+#define REPACKPREFETCH(size) \
+	PREFETCHT0 (R10) ; PREFETCHT0 (R10)(R8*1) ; PREFETCHT0 (R10)(R8*2) ; PREFETCHT0 (R10)(R9*1) ; \
+	PREFETCHT0 (R11) ; PREFETCHT0 (R11)(R8*1) ; PREFETCHT0 (R11)(R8*2) ; PREFETCHT0 (R11)(R9*1) ; \
+	PREFETCHT0 (R14) ; PREFETCHT0 (R14)(R8*1) ; PREFETCHT0 (R14)(R8*2) ; PREFETCHT0 (R14)(R9*1) ; \
+	PREFETCHT0 (AX) ; PREFETCHT0 (AX)(R8*1) ; PREFETCHT0 (AX)(R8*2) ; PREFETCHT0 (AX)(R9*1) ; \
+	ADDQ $size, R10 ; ADDQ $size, R11 ; ADDQ $size, R14 ; ADDQ $size, AX
 
 // Q8PAIR loads the quants of rows at a and b into Z, sign bits flipped (Z30: 0x80 bytes).
 #define Q8PAIR(a, b, Y, Z) \
@@ -231,10 +337,7 @@ TEXT ·intRowsQ8_0x4VNNI(SB), NOSPLIT, $0-56
 	VPBROADCASTD AX, Y15
 
 q8loop:
-	PREFETCHT0 (34*8)(SI)
-	PREFETCHT0 (34*8)(SI)(BX*1)
-	PREFETCHT0 (34*8)(SI)(BX*2)
-	PREFETCHT0 (34*8)(SI)(R9*1)
+	ROWSPREFETCH(34)
 	VMOVDQU (DI), Y1
 	VPXOR   Y4, Y4, Y4
 	VPXOR   Y5, Y5, Y5
@@ -267,10 +370,7 @@ TEXT ·intRowsQ4_0x4VNNI(SB), NOSPLIT, $0-56
 	VPBROADCASTD AX, Y15
 
 q4loop:
-	PREFETCHT0 (18*8)(SI)
-	PREFETCHT0 (18*8)(SI)(BX*1)
-	PREFETCHT0 (18*8)(SI)(BX*2)
-	PREFETCHT0 (18*8)(SI)(R9*1)
+	ROWSPREFETCH(18)
 	VMOVDQU (DI), Y1
 	VPXOR   Y4, Y4, Y4
 	VPXOR   Y5, Y5, Y5
@@ -295,13 +395,51 @@ q4loop:
 	VZEROUPPER
 	RET
 
+// func intRowsQ8_0x4x2VNNI(x *byte, xs uintptr, xd *float32, xc *int32, ds uintptr, w *byte, ws, nb uintptr, out *float32, os uintptr)
+// Activation rows 0 and 1 times four Q8_0 weight rows ws bytes apart; nb >= 1 blocks.
+TEXT ·intRowsQ8_0x4x2VNNI(SB), NOSPLIT, $0-80
+	PAIRARGS
+	MOVL $0x80808080, AX
+	VPBROADCASTD AX, Y15
+
+pq8loop:
+	ROWSPREFETCH(34)
+	VPXORD 2(SI), Y15, Y2
+	VPXORD 2(SI)(BX*1), Y15, Y3
+	VPXORD 2(SI)(BX*2), Y15, Y12
+	VPXORD 2(SI)(R9*1), Y15, Y13
+	PAIRSCALES
+	PAIRROW((DI), (R11), (R10), X0)
+	PAIRROW((DI)(R8*1), (R11)(R14*1), (R10)(R14*1), X11)
+	PAIRNEXT(34, pq8loop)
+
+// func intRowsQ4_0x4x2VNNI(x *byte, xs uintptr, xd *float32, xc *int32, ds uintptr, w *byte, ws, nb uintptr, out *float32, os uintptr)
+// Activation rows 0 and 1 times four Q4_0 weight rows ws bytes apart; nb >= 1 blocks.
+TEXT ·intRowsQ4_0x4x2VNNI(SB), NOSPLIT, $0-80
+	PAIRARGS
+	MOVL $0x0f0f0f0f, AX
+	VPBROADCASTD AX, Y15
+
+pq4loop:
+	ROWSPREFETCH(18)
+	Q4NIB(2(SI), X2, Y2, X14)
+	Q4NIB(2(SI)(BX*1), X3, Y3, X14)
+	Q4NIB(2(SI)(BX*2), X12, Y12, X14)
+	Q4NIB(2(SI)(R9*1), X13, Y13, X14)
+	PAIRSCALES
+	PAIRROW((DI), (R11), (R10), X0)
+	PAIRROW((DI)(R8*1), (R11)(R14*1), (R10)(R14*1), X11)
+	PAIRNEXT(18, pq4loop)
+
 // func repackQ8_0x16VNNI(tq *byte, td *float32, w *byte, ws, nb uintptr, idx *[6][16]int32, offs *[16]int32)
 TEXT ·repackQ8_0x16VNNI(SB), NOSPLIT, $0-56
 	REPACKARGS
 	MOVL $0x80808080, AX
 	VPBROADCASTD AX, Z30
+	REPACKPREFETCHARGS
 
 rq8loop:
+	REPACKPREFETCH(34)
 	Q8PAIR(2(SI), 2(SI)(R8*1), Y0, Z0)
 	Q8PAIR(2(SI)(R8*2), 2(SI)(R9*1), Y1, Z1)
 	Q8PAIR(2(R12), 2(R12)(R8*1), Y2, Z2)
@@ -329,8 +467,10 @@ TEXT ·repackQ4_0x16VNNI(SB), NOSPLIT, $0-56
 	REPACKARGS
 	MOVL $0x0f0f0f0f, AX
 	VPBROADCASTD AX, Z30
+	REPACKPREFETCHARGS
 
 rq4loop:
+	REPACKPREFETCH(18)
 	Q4PAIR(2(SI), 2(SI)(R8*1), X0, Y0, Z0)
 	Q4PAIR(2(SI)(R8*2), 2(SI)(R9*1), X1, Y1, Z1)
 	Q4PAIR(2(R12), 2(R12)(R8*1), X2, Y2, Z2)
