@@ -108,6 +108,8 @@ type Backend struct {
 	mvqMinRow, mvspMinN int
 	// mmf: prompts' products on f16 planes split before the product (GORUN_CUDA_MMF=0: mmh).
 	mmf bool
+	// mvsln3: products of one normalized row in one launch (GORUN_CUDA_SIBS=0: one each).
+	mvsln3 bool
 
 	// lnMaxN is the longest output of a one-row product that normalizes its input row itself
 	// (mvsln): every block redoes the norm (GORUN_CUDA_LN_MAXN, a measurement switch).
@@ -142,6 +144,11 @@ type program struct {
 	// partials hold split-K partial sums (partialSize: the size of the last one)
 	partials    []DevicePtr
 	partialSize int
+	// planes hold activations split into f16 planes for mmf; planesOf is the tensor whose
+	// split the last of them holds (consecutive products of one input share it)
+	planes     []DevicePtr
+	planesSize int
+	planesOf   *graph.Tensor
 	// counters: the split attention kernels' per-(head, row) tickets (zero between runs)
 	counters []DevicePtr
 	// tables hold the cache addresses of batched rows (store_kv_rows, attention_rows),
@@ -188,7 +195,8 @@ func New(ordinal int) (*Backend, error) {
 		lnMaxN:  envLevel("GORUN_CUDA_LN_MAXN", 16384),
 		mvsp:    os.Getenv("GORUN_CUDA_MVSP") != "0", mvqWarps: envLevel("GORUN_CUDA_MVQ", 32),
 		mvqUnroll: min(4, max(1, envLevel("GORUN_CUDA_MVQ_U", 2))), mvqMinRow: envLevel("GORUN_CUDA_MVQ_MINROW", mvsBytes+1),
-		mvspMinN: envLevel("GORUN_CUDA_MVSP_MINN", 16384), mmf: os.Getenv("GORUN_CUDA_MMF") != "0"}
+		mvspMinN: envLevel("GORUN_CUDA_MVSP_MINN", 16384), mmf: os.Getenv("GORUN_CUDA_MMF") != "0",
+		mvsln3: os.Getenv("GORUN_CUDA_SIBS") != "0"}
 	var ptx []byte
 	if f := os.Getenv("GORUN_CUDA_PTX"); f != "" { // kernel development: PTX from nvcc, no rebuild
 		ptx, err = os.ReadFile(f)
@@ -633,6 +641,9 @@ func (b *Backend) dropProgram(g *graph.Graph, p *program) {
 		b.free(p.scratch)
 	}
 	for _, d := range p.partials {
+		b.free(d)
+	}
+	for _, d := range p.planes {
 		b.free(d)
 	}
 	for _, d := range p.counters {

@@ -26,6 +26,49 @@ type op struct {
 	pos    *graph.Tensor // get_rows: a second get_rows (float32 rows) added to the first, fused in
 	// attention: the K and V rows to store into the caches first (a fused store_kv pair)
 	storeK, storeV *graph.Tensor
+	// mul_mat with ln: up to two more products of the same normalized row (Llama's K and V
+	// after Q), computed by the same launch (mvsln3)
+	sibs []op
+}
+
+// maxSibs is how many products besides the first one mvsln3 computes (kernels.cu).
+const maxSibs = 2
+
+// groupNormSiblings moves the one-row products that normalize the same row themselves (o.ln:
+// Llama's Q, K and V) next to the first of them and folds consecutive ones of one weight type
+// and row length into it (op.sibs: one launch, one norm per block instead of one per product).
+// Moving a product earlier is safe: it reads only the norm's input, weights and a bias, all
+// ready before the first product (those with a residual or other epilogue operand stay), and
+// nothing between reads its output.
+func groupNormSiblings(ops []op) []op {
+	out := make([]op, 0, len(ops))
+	taken := make([]bool, len(ops))
+	for i := range ops {
+		if taken[i] {
+			continue
+		}
+		o := ops[i]
+		if o.kind == graph.OpMulMat && o.ln != nil && o.res == nil && o.act == 0 {
+			w := o.node.Src[0]
+			for j := i + 1; j < len(ops) && len(o.sibs) < maxSibs; j++ {
+				s := ops[j]
+				if taken[j] || s.kind != graph.OpMulMat || s.ln != o.ln || s.res != nil || s.act != 0 {
+					continue
+				}
+				if sw := s.node.Src[0]; sw.Type != w.Type || sw.Nb[1] != w.Nb[1] || sw.Ne[0] != w.Ne[0] {
+					continue
+				}
+				if s.bias != nil && s.bias.Op != graph.OpNone {
+					continue
+				}
+				o.sibs = append(o.sibs, s)
+				o.ins = append(append([]*graph.Tensor(nil), o.ins...), s.ins...)
+				taken[j] = true
+			}
+		}
+		out = append(out, o)
+	}
+	return out
 }
 
 // chunkAlign is the alignment of weight rows that dq32 (kernels.cu) needs for its loads.
@@ -179,6 +222,9 @@ func (b *Backend) compile(g *graph.Graph) (*program, error) {
 		}
 		ops = append(ops, o)
 	}
+	if b.mvsln3 {
+		ops = groupNormSiblings(ops)
+	}
 	// Fuse adjacent K and V stores of the same rows. Llama's V product comes between its K and
 	// V stores (K's store follows K's RoPE): the K store moves after it, which nothing between
 	// reads.
@@ -248,6 +294,11 @@ func (b *Backend) compile(g *graph.Graph) (*program, error) {
 	for i, o := range ops {
 		if inScratch(o.out) {
 			addr[o.out] = DevicePtr(fl.Alloc(align(o.out.Bytes())))
+		}
+		for _, s := range o.sibs {
+			if inScratch(s.out) {
+				addr[s.out] = DevicePtr(fl.Alloc(align(s.out.Bytes())))
+			}
 		}
 		for j, s := range o.ins {
 			if s == nil {
@@ -320,6 +371,9 @@ func (b *Backend) compile(g *graph.Graph) (*program, error) {
 				b.ctx.HostFree(o.host)
 			}
 			for _, d := range p.partials {
+				b.free(d)
+			}
+			for _, d := range p.planes {
 				b.free(d)
 			}
 			for _, d := range p.counters {
@@ -602,15 +656,34 @@ func (b *Backend) emit(p *program, o op, where func(*graph.Tensor) (DevicePtr, e
 		if !ok {
 			return l, fmt.Errorf("cuda: mul_mat of %q: tensor type %v is not supported on the GPU", w.Name, w.Type)
 		}
-		if b.mvqLaunch(p, o, &a, &l, get, ld) {
+		if len(o.sibs) == 0 && b.mvqLaunch(p, o, &a, &l, get, ld) {
 			name = "mvq_" + suf
 			break
 		}
-		if o.ln != nil || (b.mvd > 0 && x.NRows() == 1) {
+		if len(o.sibs) == 0 && (o.ln != nil || (b.mvd > 0 && x.NRows() == 1)) {
 			if b.mvdLaunch(o, &a, &l, get, ld) {
 				name = "mvd_" + suf
 				break
 			}
+		}
+		if ln := o.ln; ln != nil && len(o.sibs) > 0 {
+			name = "mvsln3_" + suf
+			stride := (w.Nb[1] + 15) &^ 15
+			total := 0
+			for _, s := range append([]op{o}, o.sibs...) {
+				sw := s.node.Src[0]
+				a.ptr(get(sw)).ptr(get(s.out)).ptr(get(s.bias)).i32(sw.Ne[1]).pad(8) // an LnProd (32 bytes)
+				total += sw.Ne[1]
+			}
+			for range maxSibs - len(o.sibs) {
+				a.ptr(0).ptr(0).ptr(0).i32(0).pad(8)
+			}
+			a.i32(w.Nb[1]).ptr(get(ln.Src[0])).i32(w.Ne[0]).i32(stride).ptr(get(ln.Src[1])).ptr(get(ln.Src[2])).
+				f32(ln.FParams[0]).i32(isRMS(ln))
+			l.block = Dim3{256, 1, 1}
+			l.grid = Dim3{(total + 7) / 8, 1, 1}
+			l.shm = 8*stride + (w.Ne[0]+w.Ne[0]/8)*4
+			break
 		}
 		if ln := o.ln; ln != nil {
 			N := w.Ne[1]
@@ -1043,30 +1116,38 @@ func (b *Backend) mmfLaunch(p *program, o op, a *args, l *launch, get func(*grap
 		return "", false, nil
 	}
 	S := b.splitKTiles(N, M, K, mmfTile, 1)
-	xb, wb, pb := align(4*M*K), 0, 0
+	wb, pb := 0, 0
 	if !direct {
 		wb = align(4 * N * K)
 	}
 	if S > 1 {
 		pb = S * M * N * 4
 	}
-	base, err := b.partial(p, xb+wb+pb)
+	var base DevicePtr
+	if wb+pb > 0 {
+		if base, err = b.partial(p, wb+pb); err != nil {
+			return "", false, err
+		}
+	}
+	xh, fresh, err := b.planesFor(p, x, 4*M*K)
 	if err != nil {
 		return "", false, err
 	}
-	xh, xl := base, base+DevicePtr(2*M*K)
+	xl := xh + DevicePtr(2*M*K)
 	wh, wl := get(w), DevicePtr(0)
-	split, err := b.fn("split_rows")
-	if err != nil {
-		return "", false, err
+	if fresh {
+		split, err := b.fn("split_rows")
+		if err != nil {
+			return "", false, err
+		}
+		var sa args
+		sa.ptr(get(x)).i32(ld(x, 4)).i32(M).i32(K).ptr(xh).ptr(xl)
+		l.pre = append(l.pre, launch{fn: split, grid: Dim3{gridFor(M*K/8, 256), 1, 1}, block: Dim3{256, 1, 1}, args: sa.b})
 	}
-	var sa args
-	sa.ptr(get(x)).i32(ld(x, 4)).i32(M).i32(K).ptr(xh).ptr(xl)
-	l.pre = append(l.pre, launch{fn: split, grid: Dim3{gridFor(M*K/8, 256), 1, 1}, block: Dim3{256, 1, 1}, args: sa.b})
 	name = "mmf1"
 	if !direct {
 		name = "mmf2"
-		wh = base + DevicePtr(xb)
+		wh = base
 		wl = wh + DevicePtr(2*N*K)
 		sw, err := b.fn("splitw_" + suf)
 		if err != nil {
@@ -1083,7 +1164,7 @@ func (b *Backend) mmfLaunch(p *program, o op, a *args, l *launch, get func(*grap
 	a.b = a.b[:0]
 	a.ptr(xh).ptr(xl).i32(M).ptr(wh).ptr(wl).i32(N).i32(K)
 	if S > 1 {
-		part := base + DevicePtr(xb+wb)
+		part := base + DevicePtr(wb)
 		red, err := b.fn("splitk_reduce")
 		if err != nil {
 			return "", false, err
@@ -1099,6 +1180,27 @@ func (b *Backend) mmfLaunch(p *program, o op, a *args, l *launch, get func(*grap
 	l.block = Dim3{256, 1, 1}
 	l.shm = mmfShm
 	return name, true, nil
+}
+
+// planesFor returns where mmf finds the f16 planes of the activations x (bytes long), and
+// whether they must be split there first: not when the last split of this program was of x
+// (q, k and v, or gate and up, read one normalized row set; the launches between them write
+// neither x nor the planes, which only mmf's splits write).
+// One buffer serves every split (grown when a larger one is needed; earlier launches keep the
+// smaller one).
+func (b *Backend) planesFor(p *program, x *graph.Tensor, bytes int) (DevicePtr, bool, error) {
+	if n := len(p.planes); n > 0 && p.planesOf == x {
+		return p.planes[n-1], false, nil
+	}
+	if len(p.planes) == 0 || p.planesSize < bytes {
+		d, err := b.alloc(bytes)
+		if err != nil {
+			return 0, false, err
+		}
+		p.planes, p.planesSize = append(p.planes, d), bytes
+	}
+	p.planesOf = x
+	return p.planes[len(p.planes)-1], true, nil
 }
 
 // ropeMaxPairs is ROPE_MAXP (kernels.cu).

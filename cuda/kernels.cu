@@ -795,6 +795,43 @@ __device__ __forceinline__ void mvsln_body(const uint8_t *__restrict__ W, int wr
 	}
 }
 
+// mvsln3: mvsln for two or three products of the same normalized row (Llama's Q, K and V;
+// one weight type and row length), in one launch: the blocks take the rows of p0, then p1,
+// then p2 (N = 0 when absent), each row computed exactly as mvsln computes it.
+struct LnProd {
+	const uint8_t *W;
+	float *Y;
+	const float *bias;
+	int N;
+};
+
+template <int T>
+__device__ __forceinline__ void mvsln3_body(LnProd p0, LnProd p1, LnProd p2, int wrow, const float *__restrict__ X,
+		int K, int wstride, const float *lnw, const float *lnb, float eps, int rms) {
+	extern __shared__ __align__(16) uint8_t stage[];
+	__shared__ double red2[64];
+	int tid = threadIdx.x, wid = tid >> 5, lane = tid & 31, bd = blockDim.x;
+	int n = blockIdx.x * (bd >> 5) + wid;
+	LnProd p = p0;
+	if (n >= p.N) {
+		n -= p.N, p = p1;
+		if (n >= p.N) n -= p.N, p = p2;
+	}
+	bool active = n < p.N;
+	uint8_t *st = stage + wid * wstride;
+	float *xs = (float *)(stage + (bd >> 5) * wstride);
+	float bv = 0.0f;
+	if (active && lane == 0 && p.bias) bv = p.bias[n];
+	if (active) stage_rows(st, p.W + (size_t)n * wrow, wrow, lane);
+	norm_row(X, K, lnw, lnb, eps, xs, red2, rms);
+	__syncthreads();
+	if (!active) return;
+	float acc = 0.0f;
+	for (int c = lane; c < (K >> 5); c += 32) acc += dot32<T>(st, c, (const float4 *)(xs + 36 * c));
+	acc = warp_sum(acc);
+	if (lane == 0) p.Y[n] = acc + bv;
+}
+
 // mvsp: the staged mat-vec for long outputs (the vocabulary) of one activation row, pipelined:
 // a warp walks several groups of R rows (grid-stride), and while it computes one group from
 // shared memory the next group is already on its way there (cp.async, no registers held), so
@@ -1626,6 +1663,10 @@ __device__ __forceinline__ void embed_body(const uint8_t *__restrict__ table, in
 			float *Y, int N, int K, const float *bias, const float *res, int act, int wstride, const float *lnw, \
 			const float *lnb, float eps, int rms) {                                                            \
 		mvsln_body<T>(W, wrow, X, Y, N, K, bias, res, act, wstride, lnw, lnb, eps, rms);                       \
+	}                                                                                                          \
+	extern "C" __global__ void __launch_bounds__(256) mvsln3_##name(LnProd p0, LnProd p1, LnProd p2, int wrow,   \
+			const float *X, int K, int wstride, const float *lnw, const float *lnb, float eps, int rms) {       \
+		mvsln3_body<T>(p0, p1, p2, wrow, X, K, wstride, lnw, lnb, eps, rms);                                   \
 	}                                                                                                          \
 	extern "C" __global__ void __launch_bounds__(256) mvd_##name(const uint8_t *W, int wrow, const float *X,    \
 			float *Y, int N, int K, const float *bias, const float *res, int act, int WR, int ln,               \

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gorun-dev/gorun/backend"
 	"github.com/gorun-dev/gorun/cpu"
 	"github.com/gorun-dev/gorun/graph"
 	"github.com/gorun-dev/gorun/quant"
@@ -137,6 +138,7 @@ func run(t testing.TB, be graph.Backend, runs int, build func(e *env) *graph.Ten
 func compare(t *testing.T, g *Backend, tol float64, build func(e *env) *graph.Tensor) {
 	t.Helper()
 	c := cpu.New(2)
+	c.SetQuantizedActivations(backend.QuantActOff) // the GPU's arithmetic: float32 activations
 	defer c.Close()
 	want, err := run(t, c, 1, build)
 	if err != nil {
@@ -259,6 +261,23 @@ func TestMulMat(t *testing.T) {
 		t.Run(typ.String()+"/K=2048", func(t *testing.T) {
 			compare(t, g, 2e-5, func(e *env) *graph.Tensor {
 				return e.ctx.MulMat(e.weight("w", typ, w, K, N), e.inputF32("x", x, K, M))
+			})
+		})
+	}
+	// Three products of one input (q, k and v), then one of another: the first split serves
+	// the three (mmf's planes), the last must not read them.
+	for _, typ := range []quant.Type{quant.F16, quant.Q8_0} {
+		rng := rand.New(rand.NewPCG(uint64(typ), 6))
+		const K, N, M = 2048, 2048, 40
+		ws := [][]byte{quantized(t, rng, typ, K, N), quantized(t, rng, typ, K, N), quantized(t, rng, typ, K, N), quantized(t, rng, quant.F16, N, K)}
+		x := randF32(rng, K*M, 1)
+		t.Run(typ.String()+"/shared-input", func(t *testing.T) {
+			compare(t, g, 2e-5, func(e *env) *graph.Tensor {
+				in := e.inputF32("x", x, K, M)
+				q := e.ctx.MulMat(e.weight("q", typ, ws[0], K, N), in)
+				k := e.ctx.MulMat(e.weight("k", typ, ws[1], K, N), in)
+				v := e.ctx.MulMat(e.weight("v", typ, ws[2], K, N), in)
+				return e.ctx.MulMat(e.weight("o", quant.F16, ws[3], N, K), e.ctx.Add(e.ctx.Add(q, k), v))
 			})
 		})
 	}
@@ -489,6 +508,7 @@ func TestAttentionLong(t *testing.T) { testAttention(t, 200, []int{77, 45, 1, 40
 func testAttention(t *testing.T, C int, sizes []int) {
 	g := gpu(t)
 	c := cpu.New(2)
+	c.SetQuantizedActivations(backend.QuantActOff) // the GPU's arithmetic: float32 activations
 	defer c.Close()
 	const E, heads = 128, 2
 	rng := rand.New(rand.NewPCG(5, 5))
@@ -649,6 +669,25 @@ func TestRMSNorm(t *testing.T) {
 				})
 			})
 		}
+		// The products with outputs of their own (no epilogue operand): one launch (mvsln3)
+		// computes the three, or two when the third has another type (q4_k_m's V).
+		x := randF32(rng, K, 2)
+		wv6 := quantized(t, rng, quant.Q6_K, K, N)
+		for _, third := range []quant.Type{typ, quant.Q6_K} {
+			t.Run(fmt.Sprintf("siblings_%v_%v", typ, third), func(t *testing.T) {
+				compare(t, g, 2e-5, func(e *env) *graph.Tensor {
+					h := e.ctx.RMSNorm(e.inputF32("x", x, K, 1), e.weight("lw", quant.F32, quant.F32Bytes(lw), K), 1e-5)
+					q := e.ctx.MulMat(e.weight("wq", typ, wq, K, N), h)
+					k := e.ctx.MulMat(e.weight("wk", typ, wk, K, N), h)
+					wt, wb := typ, wv
+					if third != typ {
+						wt, wb = third, wv6
+					}
+					v := e.ctx.MulMat(e.weight("wv", wt, wb, K, N), h)
+					return e.ctx.Add(e.ctx.Add(e.ctx.GELU(q), e.ctx.GELU(k)), e.ctx.GELU(v))
+				})
+			})
+		}
 	}
 }
 
@@ -744,6 +783,7 @@ func TestAttentionGQA(t *testing.T) {
 func testAttentionGQA(t *testing.T, hd, heads, kvHeads int, ct quant.Type, C int, sizes []int) {
 	g := gpu(t)
 	c := cpu.New(2)
+	c.SetQuantizedActivations(backend.QuantActOff) // the GPU's arithmetic: float32 activations
 	defer c.Close()
 	E, KV := heads*hd, kvHeads*hd
 	rng := rand.New(rand.NewPCG(uint64(hd), uint64(kvHeads)))
@@ -800,6 +840,7 @@ func TestAttentionRows(t *testing.T) {
 func testAttentionRows(t *testing.T, typ quant.Type, heads, kvHeads int, tol float64) {
 	g := gpu(t)
 	c := cpu.New(2)
+	c.SetQuantizedActivations(backend.QuantActOff) // the GPU's arithmetic: float32 activations
 	defer c.Close()
 	const D, C, R, steps = 32, 24, 3, 6
 	E, KV := heads*D, kvHeads*D
