@@ -3,6 +3,7 @@ package llm
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -199,5 +200,75 @@ func TestTopKLargeAndSmall(t *testing.T) {
 				t.Fatalf("n %d k %d: position %d is %+v, want %+v", n, k, i, got[i], want[i])
 			}
 		}
+	}
+}
+
+// drawAll (top-k off) picks the token that sorting the whole vocabulary and walking it (draw)
+// picks, for peaked and flat logits, with and without top-p and min-p, at several temperatures.
+func TestDrawAllEqualsSortedDraw(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	const V = 5000
+	logits := make([]float32, V)
+	for trial := range 300 {
+		scale := []float64{0.3, 2, 8}[trial%3]
+		for i := range logits {
+			logits[i] = float32(rng.NormFloat64() * scale)
+		}
+		if trial%7 == 0 {
+			logits[rng.IntN(V)] = float32(math.Inf(-1)) // a banned token
+		}
+		o := SampleOptions{Temperature: []float32{0.5, 1, 1.7}[trial%3], Seed: uint64(trial + 1),
+			TopP: []float32{1, 0.95, 0.5, 0}[trial%4], MinP: []float32{0, 0.05, 0.2}[trial%3]}
+		s := NewSampler(o, V)
+		got, err := s.drawAll(logits, uint64(trial))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := make([]candidate, V)
+		for i, l := range logits {
+			c[i] = candidate{id: int32(i), logit: l}
+		}
+		sortDesc(c)
+		want, err := s.draw(c, uint64(trial))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Fatalf("trial %d (%+v, scale %v): drawAll %d, sorted draw %d", trial, o, scale, got, want)
+		}
+	}
+}
+
+// BenchmarkDrawAll: one sampled token with top-k off (llama.cpp's --top-k 0) over a Llama 3
+// sized vocabulary, peaked (a trained model's) and flat (random weights') logits.
+func BenchmarkDrawAll(b *testing.B) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	const V = 128256
+	for _, scale := range []float64{8, 1} {
+		logits := make([]float32, V)
+		for i := range logits {
+			logits[i] = float32(rng.NormFloat64() * scale)
+		}
+		o := SampleOptions{Temperature: 1, Seed: 1, TopP: 1}
+		s := NewSampler(o, V)
+		b.Run(fmt.Sprintf("scale=%v/drawAll", scale), func(b *testing.B) {
+			for i := 0; b.Loop(); i++ {
+				if _, err := s.drawAll(logits, uint64(i)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		c := make([]candidate, V)
+		b.Run(fmt.Sprintf("scale=%v/sort", scale), func(b *testing.B) {
+			for i := 0; b.Loop(); i++ {
+				for j, l := range logits {
+					c[j] = candidate{id: int32(j), logit: l}
+				}
+				sortDesc(c)
+				if _, err := s.draw(c, uint64(i)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
