@@ -83,12 +83,9 @@ type Backend struct {
 	nCompute, nRead        int
 	tCompute, tRead, tCall time.Duration
 
-	// tc (GORUN_CUDA_TC=1) uses the tensor-core GEMM (TF32, 3xTF32 split) instead of the float32
-	// SIMT one for prompt batches; measured slower so far (see NOTES.md).
-	tc bool
 	// simt (GORUN_CUDA_SIMT=1) uses the float32 SIMT kernels (mm2, attn_tile_f32) instead of the
-	// f16 tensor-core ones with split operands (mmh, attn_mma_f32) for prompt batches: the
-	// previous defaults, kept for comparison.
+	// f16 tensor-core ones with split operands (mmf, mmh, attn_mma_f32) for prompt batches: the
+	// previous defaults, and the way out for values beyond f16's range.
 	simt bool
 	// mvd selects which one-row products the decode mat-vec computes (GORUN_CUDA_MVD, bits
 	// mvdShort|mvdLong|mvdLN, see compile.go).
@@ -189,8 +186,8 @@ func New(ordinal int) (*Backend, error) {
 	b := &Backend{ctx: ctx, fns: map[string]*Function{}, allocs: map[DevicePtr]int{}, progs: map[*graph.Graph]*program{},
 		smemSet: map[*Function]int{}, UseGraphs: os.Getenv("GORUN_CUDA_GRAPHS") != "0",
 		profile: os.Getenv("GORUN_CUDA_PROFILE") == "1", prof: map[string]*profEntry{},
-		stats: os.Getenv("GORUN_CUDA_STATS") == "1", tc: os.Getenv("GORUN_CUDA_TC") == "1",
-		simt: os.Getenv("GORUN_CUDA_SIMT") == "1", mvd: envLevel("GORUN_CUDA_MVD", 1),
+		stats: os.Getenv("GORUN_CUDA_STATS") == "1",
+		simt:  os.Getenv("GORUN_CUDA_SIMT") == "1", mvd: envLevel("GORUN_CUDA_MVD", 1),
 		mvsRows: max(1, envLevel("GORUN_CUDA_MVS_ROWS", 4)),
 		lnMaxN:  envLevel("GORUN_CUDA_LN_MAXN", 16384),
 		mvsp:    os.Getenv("GORUN_CUDA_MVSP") != "0", mvqWarps: envLevel("GORUN_CUDA_MVQ", 32),

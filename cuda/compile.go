@@ -34,9 +34,15 @@ type op struct {
 // maxSibs is how many products besides the first one mvsln3 computes (kernels.cu).
 const maxSibs = 2
 
+// mvsln3Types are the weight types mvsln3 is compiled for (INSTANTIATE_MVSLN3 in kernels.cu).
+var mvsln3Types = map[quant.Type]bool{
+	quant.F16: true, quant.BF16: true, quant.Q8_0: true, quant.Q4_0: true, quant.Q4_K: true, quant.Q5_K: true, quant.Q6_K: true,
+}
+
 // groupNormSiblings moves the one-row products that normalize the same row themselves (o.ln:
 // Llama's Q, K and V) next to the first of them and folds consecutive ones of one weight type
-// and row length into it (op.sibs: one launch, one norm per block instead of one per product).
+// (of mvsln3Types) and row length into it (op.sibs: one launch, one norm per block instead of
+// one per product).
 // Moving a product earlier is safe: it reads only the norm's input, weights and a bias, all
 // ready before the first product (those with a residual or other epilogue operand stay), and
 // nothing between reads its output.
@@ -48,7 +54,7 @@ func groupNormSiblings(ops []op) []op {
 			continue
 		}
 		o := ops[i]
-		if o.kind == graph.OpMulMat && o.ln != nil && o.res == nil && o.act == 0 {
+		if o.kind == graph.OpMulMat && o.ln != nil && o.res == nil && o.act == 0 && mvsln3Types[o.node.Src[0].Type] {
 			w := o.node.Src[0]
 			for j := i + 1; j < len(ops) && len(o.sibs) < maxSibs; j++ {
 				s := ops[j]
@@ -750,15 +756,13 @@ func (b *Backend) emit(p *program, o op, where func(*graph.Tensor) (DevicePtr, e
 				l.block = Dim3{256, 1, 1}
 			}
 		} else {
-			if wide && b.mmf {
+			if wide && b.mmf && !b.simt {
 				var ok bool
 				if name, ok, err = b.mmfLaunch(p, o, &a, &l, get, ld, suf); ok || err != nil {
 					break
 				}
 			}
 			switch {
-			case wide && b.tc:
-				name = "mmt_" + suf
 			case wide:
 				name = "mmh_" + suf
 				if b.simt {

@@ -1286,79 +1286,6 @@ __device__ __forceinline__ void mm2_body(const uint8_t *__restrict__ W, int wrow
 	}
 }
 
-// mmt: the tiled product on tensor cores in TF32 with the 3xTF32 split (x = big + small, both
-// TF32; big*big + big*small + small*big), which keeps float32 accuracy. 64 weight rows x 64
-// activation rows per block, 8 warps of 16 x 32 outputs. Same requirements as mm2.
-#define MMT_LD 36
-template <int T>
-__device__ __forceinline__ void mmt_body(const uint8_t *__restrict__ W, int wrow, const float *__restrict__ X, int ldx,
-		float *__restrict__ Y, int ldy, int N, int M, int K, const float *bias, const float *res, int ldres, int act) {
-	using namespace nvcuda;
-	__shared__ __align__(32) float Ws[BN][MMT_LD];
-	__shared__ __align__(32) float Xs[BM][MMT_LD];
-	__shared__ __align__(32) float Cs[BM][BN + 4];
-	int tid = threadIdx.x, wid = tid >> 5;
-	int n0 = blockIdx.x * BN, m0 = blockIdx.y * BM;
-	int wn = (wid & 3) * 16, wm = (wid >> 2) * 32;
-	wmma::fragment<wmma::accumulator, 16, 16, 8, float> c0, c1;
-	wmma::fill_fragment(c0, 0.0f);
-	wmma::fill_fragment(c1, 0.0f);
-	for (int k0 = 0; k0 < K; k0 += BK) {
-		if (tid < BN) {
-			int n = n0 + tid;
-			float w[32];
-			if (n < N) {
-				dq32<T>(W + (size_t)n * wrow, k0 >> 5, w);
-			} else {
-#pragma unroll
-				for (int e = 0; e < 32; e++) w[e] = 0.0f;
-			}
-#pragma unroll
-			for (int e = 0; e < 32; e += 4) *(float4 *)&Ws[tid][e] = make_float4(w[e], w[e + 1], w[e + 2], w[e + 3]);
-		} else if (tid < BN + BM) {
-			int ml = tid - BN, m = m0 + ml;
-			const float4 *x = (const float4 *)(X + (size_t)m * ldx + k0);
-#pragma unroll
-			for (int i = 0; i < 8; i++) *(float4 *)&Xs[ml][4 * i] = m < M ? x[i] : make_float4(0, 0, 0, 0);
-		}
-		__syncthreads();
-#pragma unroll
-		for (int kk = 0; kk < BK; kk += 8) {
-			wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::col_major> bb, bs;
-			wmma::load_matrix_sync(bb, &Ws[wn][kk], MMT_LD);
-#pragma unroll
-			for (int i = 0; i < bb.num_elements; i++) {
-				float v = bb.x[i], big = wmma::__float_to_tf32(v);
-				bs.x[i] = wmma::__float_to_tf32(v - big);
-				bb.x[i] = big;
-			}
-#pragma unroll
-			for (int f = 0; f < 2; f++) {
-				wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> ab, as;
-				wmma::load_matrix_sync(ab, &Xs[wm + 16 * f][kk], MMT_LD);
-#pragma unroll
-				for (int i = 0; i < ab.num_elements; i++) {
-					float v = ab.x[i], big = wmma::__float_to_tf32(v);
-					as.x[i] = wmma::__float_to_tf32(v - big);
-					ab.x[i] = big;
-				}
-				auto &c = f == 0 ? c0 : c1;
-				wmma::mma_sync(c, as, bb, c);
-				wmma::mma_sync(c, ab, bs, c);
-				wmma::mma_sync(c, ab, bb, c);
-			}
-		}
-		__syncthreads();
-	}
-	wmma::store_matrix_sync(&Cs[wm][wn], c0, BN + 4, wmma::mem_row_major);
-	wmma::store_matrix_sync(&Cs[wm + 16][wn], c1, BN + 4, wmma::mem_row_major);
-	__syncthreads();
-	for (int e = tid; e < BM * BN; e += 256) {
-		int ml = e / BN, nl = e % BN, m = m0 + ml, n = n0 + nl;
-		if (m < M && n < N) Y[(size_t)m * ldy + n] = epi(Cs[ml][nl], n, m, bias, res, ldres, act);
-	}
-}
-
 // mmh: the tiled product on f16 tensor cores (mma 16x16x16, f32 accumulation) with both
 // operands split in two f16 parts (x = hi + lo, lo = f16(x - hi)) and three products
 // hi*hi + hi*lo + lo*hi, which keeps close to float32 accuracy (the dropped lo*lo term is
@@ -1664,10 +1591,6 @@ __device__ __forceinline__ void embed_body(const uint8_t *__restrict__ table, in
 			const float *lnb, float eps, int rms) {                                                            \
 		mvsln_body<T>(W, wrow, X, Y, N, K, bias, res, act, wstride, lnw, lnb, eps, rms);                       \
 	}                                                                                                          \
-	extern "C" __global__ void __launch_bounds__(256) mvsln3_##name(LnProd p0, LnProd p1, LnProd p2, int wrow,   \
-			const float *X, int K, int wstride, const float *lnw, const float *lnb, float eps, int rms) {       \
-		mvsln3_body<T>(p0, p1, p2, wrow, X, K, wstride, lnw, lnb, eps, rms);                                   \
-	}                                                                                                          \
 	extern "C" __global__ void __launch_bounds__(256) mvd_##name(const uint8_t *W, int wrow, const float *X,    \
 			float *Y, int N, int K, const float *bias, const float *res, int act, int WR, int ln,               \
 			const float *lnw, const float *lnb, float eps, int rms) {                                          \
@@ -1676,11 +1599,6 @@ __device__ __forceinline__ void embed_body(const uint8_t *__restrict__ table, in
 	extern "C" __global__ void __launch_bounds__(256) mvsp_##name(const uint8_t *W, int wrow, const float *X,   \
 			float *Y, int N, int K, const float *bias, const float *res, int act, int R, int wstride, int u) {   \
 		mvsp_body<T>(W, wrow, X, Y, N, K, bias, res, act, R, wstride, u);                                      \
-	}                                                                                                          \
-	extern "C" __global__ void __launch_bounds__(256) mmt_##name(const uint8_t *W, int wrow, const float *X,    \
-			int ldx, float *Y, int ldy, int N, int M, int K, const float *bias, const float *res, int ldres,      \
-			int act) {                                                                                         \
-		mmt_body<T>(W, wrow, X, ldx, Y, ldy, N, M, K, bias, res, ldres, act);                                  \
 	}                                                                                                          \
 	extern "C" __global__ void __launch_bounds__(256) mv1_##name(const uint8_t *W, int wrow, const float *X,    \
 			int ldx, float *Y, int ldy, int N, int M, int K, const float *bias, const float *res, int ldres,      \
@@ -1729,6 +1647,22 @@ INSTANTIATE(T_Q2_K, q2_K)
 INSTANTIATE(T_Q3_K, q3_K)
 INSTANTIATE(T_IQ4_NL, iq4_nl)
 INSTANTIATE(T_IQ4_XS, iq4_xs)
+
+// mvsln3 for the types whose Q, K and V products compile.go groups (mvsln3Types): the Llama
+// family's files; the others keep a launch per product (the PTX is embedded: every kernel costs).
+#define INSTANTIATE_MVSLN3(T, name)                                                                            \
+	extern "C" __global__ void __launch_bounds__(256) mvsln3_##name(LnProd p0, LnProd p1, LnProd p2, int wrow,   \
+			const float *X, int K, int wstride, const float *lnw, const float *lnb, float eps, int rms) {       \
+		mvsln3_body<T>(p0, p1, p2, wrow, X, K, wstride, lnw, lnb, eps, rms);                                   \
+	}
+
+INSTANTIATE_MVSLN3(T_F16, f16)
+INSTANTIATE_MVSLN3(T_BF16, bf16)
+INSTANTIATE_MVSLN3(T_Q8_0, q8_0)
+INSTANTIATE_MVSLN3(T_Q4_0, q4_0)
+INSTANTIATE_MVSLN3(T_Q4_K, q4_K)
+INSTANTIATE_MVSLN3(T_Q5_K, q5_K)
+INSTANTIATE_MVSLN3(T_Q6_K, q6_K)
 
 // splitk_reduce adds the S partial products of a split-K mm2 (P: S blocks of M x N) and
 // applies the epilogue.

@@ -46,3 +46,26 @@ func TestSupportsWeightTypes(t *testing.T) {
 		}
 	}
 }
+
+// The kernels the compiler picks for a subset of the types are in the embedded PTX for each of
+// those types (mvsln3 and mvq are compiled only for some), and the shared ones are there. No
+// device is needed.
+func TestEmbeddedPTXHasPickedKernels(t *testing.T) {
+	want := []string{"mmf1", "mmf2", "split_rows", "splitk_reduce"}
+	for typ := range mvsln3Types {
+		want = append(want, "mvsln3_"+typeSuffix[typ])
+	}
+	for typ := range mvqAlign {
+		want = append(want, "mvq_"+typeSuffix[typ])
+	}
+	for typ, suf := range typeSuffix {
+		if hasKernels(typ) {
+			want = append(want, "splitw_"+suf, "mmh_"+suf, "mm2_"+suf, "mvsln_"+suf)
+		}
+	}
+	for _, name := range want {
+		if !ptxEntries()[name] {
+			t.Errorf("kernel %s is not in the embedded PTX", name)
+		}
+	}
+}
