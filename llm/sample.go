@@ -148,7 +148,6 @@ func randomSeed() uint64 {
 type candidate struct {
 	id    int32
 	logit float32
-	p     float32
 }
 
 // Sampler picks tokens. Its buffers are allocated once; Sample allocates nothing. It does not
@@ -237,77 +236,23 @@ func (s *Sampler) SampleAt(logits []float32, recent []int32, pos uint64) (int32,
 	return s.drawAll(logits, pos)
 }
 
-// drawAll is draw for the whole vocabulary (top-k off): the same chain, without sorting the
-// vocabulary. The candidates are put in the sampler's order a prefix at a time (ordered.upTo),
-// only as far as top-p, min-p and the draw look, and the sums that normalize the
-// probabilities run over the vocabulary in id order (draw sums in the sampler's order: the same
-// values up to float64 rounding). Sorting 50k-128k candidates for every token took 8 ms.
+// drawAll is draw for the whole vocabulary (top-k off), without sorting it: the candidates
+// start in id order and are put in the sampler's order a prefix at a time (ordered.upTo), only
+// as far as top-p, min-p and the draw look. Sorting 50k-128k candidates for every token took
+// 8-23 ms.
 func (s *Sampler) drawAll(logits []float32, pos uint64) (int32, error) {
-	o := &s.opts
-	c := ordered{c: s.cand[:len(logits)]}
-	best := 0
+	c := s.cand[:len(logits)]
 	for i, l := range logits {
-		c.c[i] = candidate{id: int32(i), logit: l}
-		if l > logits[best] {
-			best = i
-		}
+		c[i] = candidate{id: int32(i), logit: l}
 	}
-	mx := logits[best]
-	if math.IsInf(float64(mx), -1) {
-		return -1, errAllBanned
-	}
-	sum := expSum(logits, mx, 1)
-	p := func(i int) float32 { return float32(float64(float32(math.Exp(float64(c.c[i].logit-mx)))) / sum) }
-	kept := len(logits)
-	if o.TopP > 0 && o.TopP < 1 {
-		var cum float32
-		for i := 0; i < len(logits); i++ {
-			c.upTo(i + 1)
-			if cum += p(i); cum >= o.TopP {
-				kept = i + 1
-				break
-			}
-		}
-	}
-	if o.MinP > 0 {
-		c.upTo(1)
-		limit := p(0) * o.MinP
-		for i := 0; i < kept; i++ {
-			c.upTo(i + 1)
-			if p(i) < limit {
-				kept = max(i, 1)
-				break
-			}
-		}
-	}
-	t := o.Temperature
-	switch {
-	case kept < len(logits):
-		sum = 0
-		for i := range kept {
-			sum += math.Exp(float64((c.c[i].logit - mx) / t))
-		}
-	case t != 1: // at temperature 1 the sum over the vocabulary is the one above
-		sum = expSum(logits, mx, t)
-	}
-	r := float32(uniform(o.Seed, pos))
-	var cum float32
-	for i := 0; i < kept; i++ {
-		c.upTo(i + 1)
-		cum += float32(float64(float32(math.Exp(float64((c.c[i].logit-mx)/t)))) / sum)
-		if r < cum {
-			return c.c[i].id, nil
-		}
-	}
-	c.upTo(kept)
-	return c.c[kept-1].id, nil
+	return s.drawOrdered(ordered{c: c}, pos)
 }
 
-// expSum is the sum of exp((l - mx) / t) over logits, in id order (softmax's terms).
-func expSum(logits []float32, mx, t float32) float64 {
+// expSum is the sum of exp((logit - mx) / t) over c, in c's order (softmax's terms).
+func expSum(c []candidate, mx, t float32) float64 {
 	var sum float64
-	for _, l := range logits {
-		sum += math.Exp(float64((l - mx) / t))
+	for _, x := range c {
+		sum += math.Exp(float64((x.logit - mx) / t))
 	}
 	return sum
 }
@@ -334,40 +279,60 @@ func (o *ordered) upTo(m int) {
 // draw is the chain after top-k: top-p, min-p, temperature and the seeded draw, over
 // candidates sorted by logit, most likely first.
 func (s *Sampler) draw(c []candidate, pos uint64) (int32, error) {
+	return s.drawOrdered(ordered{c: c, n: len(c)}, pos)
+}
+
+// drawOrdered is draw over candidates of which the prefix c.n is in the sampler's order,
+// ordering more of them only as far as the filters and the draw look. A probability is
+// softmax's: float32(e / sum) with e = float32(exp(logit - max)) and the float64 sum of the
+// exps over the candidates in their order in c (the sampler's order once sorted).
+func (s *Sampler) drawOrdered(c ordered, pos uint64) (int32, error) {
 	o := &s.opts
-	if math.IsInf(float64(c[0].logit), -1) {
+	mx := c.c[0].logit
+	for _, x := range c.c[c.n:] {
+		mx = max(mx, x.logit)
+	}
+	if math.IsInf(float64(mx), -1) {
 		return -1, errAllBanned
 	}
-	softmax(c, 1)
+	sum := expSum(c.c, mx, 1)
+	p := func(i int) float32 { return float32(float64(float32(math.Exp(float64(c.c[i].logit-mx)))) / sum) }
+	kept := len(c.c)
 	if o.TopP > 0 && o.TopP < 1 {
 		var cum float32
-		for i := range c {
-			cum += c[i].p
-			if cum >= o.TopP {
-				c = c[:i+1]
+		for i := range c.c {
+			c.upTo(i + 1)
+			if cum += p(i); cum >= o.TopP {
+				kept = i + 1
 				break
 			}
 		}
 	}
 	if o.MinP > 0 {
-		limit := c[0].p * o.MinP
-		for i := range c {
-			if c[i].p < limit {
-				c = c[:max(i, 1)]
+		c.upTo(1)
+		limit := p(0) * o.MinP
+		for i := range kept {
+			c.upTo(i + 1)
+			if p(i) < limit {
+				kept = max(i, 1)
 				break
 			}
 		}
 	}
-	softmax(c, o.Temperature)
+	if t := o.Temperature; t != 1 || kept < len(c.c) { // at 1 over every candidate: the sum above
+		sum = expSum(c.c[:kept], mx, t)
+	}
 	r := float32(uniform(o.Seed, pos))
 	var cum float32
-	for i := range c {
-		cum += c[i].p
+	for i := range kept {
+		c.upTo(i + 1)
+		cum += float32(float64(float32(math.Exp(float64((c.c[i].logit-mx)/o.Temperature)))) / sum)
 		if r < cum {
-			return c[i].id, nil
+			return c.c[i].id, nil
 		}
 	}
-	return c[len(c)-1].id, nil
+	c.upTo(kept)
+	return c.c[kept-1].id, nil
 }
 
 // errAllBanned: the logit bias left no token to choose.
@@ -663,20 +628,6 @@ func topK(c []candidate, k int) []candidate {
 		}
 	}
 	return h
-}
-
-// softmax sets p of sorted candidates from their logits divided by temp.
-func softmax(c []candidate, temp float32) {
-	mx := c[0].logit
-	var sum float64
-	for i := range c {
-		e := math.Exp(float64((c[i].logit - mx) / temp))
-		c[i].p = float32(e)
-		sum += e
-	}
-	for i := range c {
-		c[i].p = float32(float64(c[i].p) / sum)
-	}
 }
 
 // before is the sampler's total order: larger logit first, then lower id.
